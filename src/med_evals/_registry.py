@@ -1,0 +1,4 @@
+"""Inspect entry point: importing this module registers every med_evals task."""
+
+# ruff: noqa: F401
+from med_evals.tasks.oncology_rct import oncology_rct

@@ -1,0 +1,104 @@
+"""``med-evals``: a thin command line over functions the tests call directly."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+
+def _flip_rate(args: argparse.Namespace) -> int:
+    from med_evals.logs import expand_log_paths, score_values
+    from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
+
+    pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
+    by_model: dict[str, list] = {}
+    for path in expand_log_paths(args.logs):
+        try:
+            model, values = score_values(path, "trial_outcome")
+        except ValueError as ex:
+            print(f"skipped: {ex}", file=sys.stderr)
+            continue
+        by_model.setdefault(model, []).extend(values)
+    rows = []
+    for model, values in by_model.items():
+        present = {v["condition"] for v in values}
+        for a, b in pairs:
+            if a in present and b in present:
+                fr = flip_rate(values, a, b)
+                rows.append(
+                    {
+                        "model": model,
+                        "pair": f"{a} vs {b}",
+                        "flip_rate": round(fr["p"], 4),
+                        "wald_95": f"{fr['wald'][0]:.3f}-{fr['wald'][1]:.3f}",
+                        "wilson_95": f"{fr['wilson'][0]:.3f}-{fr['wilson'][1]:.3f}",
+                        "flips": fr["count"],
+                        "n_both_valid": fr["n"],
+                        "n_excluded": fr["n_excluded"],
+                    }
+                )
+    if not rows:
+        print("no log holds both conditions of any requested pair", file=sys.stderr)
+        return 1
+    _emit(pd.DataFrame(rows), args.out)
+    return 0
+
+
+def _score_recorded(args: argparse.Namespace) -> int:
+    from med_evals.recorded import read_recorded, score_recorded, table
+
+    trials = None
+    if args.with_trials:
+        from med_evals.tasks.oncology_rct import load_trials
+
+        trials, _ = load_trials(args.data_dir)
+    replies = read_recorded(Path(args.table), trials)
+    _emit(table(score_recorded(replies)), args.out)
+    return 0
+
+
+def _emit(df: pd.DataFrame, out: str | None) -> None:
+    if out:
+        df.to_csv(out, index=False)
+        print(f"wrote {out}")
+    with pd.option_context("display.width", 250, "display.max_columns", None):
+        print(df.to_string(index=False))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="med-evals", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("flip-rate", help="flip rates between conditions, from oncology logs")
+    p.add_argument("logs", nargs="+", help="log files or directories")
+    p.add_argument(
+        "--pair",
+        action="append",
+        help="condition pair a:b (repeatable); default: title_abstract:counterfactual and "
+        "counterfactual:counterfactual_doi",
+    )
+    p.add_argument("--out", help="also write the table as CSV")
+    p.set_defaults(func=_flip_rate)
+
+    p = sub.add_parser(
+        "score-recorded", help="score a table of recorded oncology replies (no model is called)"
+    )
+    p.add_argument("table", help="wide (<model>_<condition>_response_raw) or long CSV")
+    p.add_argument(
+        "--with-trials",
+        action="store_true",
+        help="take ground truth from the trials dataset (long tables without ground_truth)",
+    )
+    p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
+    p.add_argument("--out", help="also write the table as CSV")
+    p.set_defaults(func=_score_recorded)
+
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,324 @@
+"""One dataset layer for every study.
+
+Each dataset is described by a manifest, ``datasets/<name>.yaml``: where its files live at a
+pinned revision, their checksums, licence and citation. :func:`fetch` returns a verified local
+path for one file of a dataset, either
+
+- from a local data directory (task parameter ``data_dir`` or the ``MED_EVALS_DATA_DIR``
+  environment variable), looked up as ``<data_dir>/<manifest.local_dir>/<file>`` and then
+  ``<data_dir>/<file>``, or
+- from the user cache (``MED_EVALS_CACHE_DIR``, default: the platform cache directory), after
+  downloading it from the pinned source.
+
+Every file is verified against the manifest's ``sha256`` and/or ``git_blob_sha1`` (git's blob id,
+which pins a file at a commit without having the file). A mismatch is an error, never a warning.
+
+:func:`read_csv_checked` reads a CSV and checks it: missing columns, empty required values and
+unknown label values are errors that name the file, the data row and the column.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import shutil
+import tempfile
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import yaml
+
+DATA_DIR_ENV = "MED_EVALS_DATA_DIR"
+CACHE_DIR_ENV = "MED_EVALS_CACHE_DIR"
+MANIFEST_DIR_ENV = "MED_EVALS_MANIFEST_DIR"
+
+#: Manifests live in the repository's ``datasets/`` folder; a wheel carries them as
+#: ``med_evals/manifests`` (a link to that folder in the source tree).
+_MANIFEST_DIRS = (Path(__file__).parent / "manifests", Path(__file__).parents[2] / "datasets")
+
+
+class DatasetError(ValueError):
+    """A dataset file is missing, corrupt or does not have the expected content."""
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    name: str
+    url: str | None = None
+    sha256: str | None = None
+    git_blob_sha1: str | None = None
+    size: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    local_dir: str
+    revision: str
+    source: dict[str, Any]
+    license: str
+    citation: str
+    files: dict[str, FileSpec]
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def file(self, name: str) -> FileSpec:
+        try:
+            return self.files[name]
+        except KeyError:
+            raise DatasetError(
+                f"dataset '{self.name}' has no file '{name}' in its manifest "
+                f"(known: {', '.join(sorted(self.files))})"
+            ) from None
+
+
+@dataclass(frozen=True)
+class DatasetFile:
+    """A verified local copy of one dataset file, with what pins it."""
+
+    path: Path
+    manifest: Manifest
+    spec: FileSpec
+    origin: str  # "local" or "cache"
+
+    def provenance(self) -> dict[str, Any]:
+        """What to record in a log so the run can be traced back to its data."""
+        return {
+            "dataset": self.manifest.name,
+            "revision": self.manifest.revision,
+            "file": self.spec.name,
+            "sha256": self.spec.sha256,
+            "git_blob_sha1": self.spec.git_blob_sha1,
+            "origin": self.origin,
+            "path": str(self.path),
+        }
+
+
+def manifest_dir() -> Path:
+    override = os.environ.get(MANIFEST_DIR_ENV)
+    if override:
+        return Path(override)
+    for d in _MANIFEST_DIRS:
+        if d.is_dir():
+            return d
+    raise DatasetError(
+        f"no dataset manifests found (looked in {', '.join(map(str, _MANIFEST_DIRS))})"
+    )
+
+
+def load_manifest(name: str) -> Manifest:
+    path = manifest_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise DatasetError(f"no manifest for dataset '{name}' at {path}")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    missing = [k for k in ("name", "revision", "source", "license", "files") if k not in raw]
+    if missing:
+        raise DatasetError(f"manifest {path} lacks {', '.join(missing)}")
+    files = {
+        fname: FileSpec(
+            name=fname,
+            url=spec.get("url"),
+            sha256=spec.get("sha256"),
+            git_blob_sha1=spec.get("git_blob_sha1"),
+            size=spec.get("size"),
+        )
+        for fname, spec in raw["files"].items()
+    }
+    for spec in files.values():
+        if not (spec.sha256 or spec.git_blob_sha1):
+            raise DatasetError(f"manifest {path}: file '{spec.name}' has no checksum")
+    known = {"name", "local_dir", "revision", "source", "license", "citation", "files"}
+    return Manifest(
+        name=raw["name"],
+        local_dir=raw.get("local_dir", raw["name"]),
+        revision=str(raw["revision"]),
+        source=raw["source"],
+        license=raw["license"],
+        citation=raw.get("citation", ""),
+        files=files,
+        extra={k: v for k, v in raw.items() if k not in known},
+    )
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def git_blob_sha1_of(path: Path) -> str:
+    """git's blob id: SHA-1 of ``blob <size>\\0`` followed by the bytes."""
+    size = path.stat().st_size
+    h = hashlib.sha1(f"blob {size}\0".encode())
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def verify(path: Path, spec: FileSpec) -> None:
+    """Raise :class:`DatasetError` unless ``path`` matches every checksum in ``spec``."""
+    if spec.sha256:
+        actual = sha256_of(path)
+        if actual != spec.sha256:
+            raise DatasetError(
+                f"checksum mismatch for {path}: sha256 is {actual}, the manifest pins "
+                f"{spec.sha256}. The file is corrupt or from another revision."
+            )
+    if spec.git_blob_sha1:
+        actual = git_blob_sha1_of(path)
+        if actual != spec.git_blob_sha1:
+            raise DatasetError(
+                f"checksum mismatch for {path}: git blob id is {actual}, the manifest pins "
+                f"{spec.git_blob_sha1}. The file is corrupt or from another revision."
+            )
+
+
+def cache_dir() -> Path:
+    override = os.environ.get(CACHE_DIR_ENV)
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("med_evals"))
+
+
+def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
+    """The local data directory: the parameter, else ``$MED_EVALS_DATA_DIR``, else None."""
+    if data_dir:
+        return Path(data_dir).expanduser()
+    env = os.environ.get(DATA_DIR_ENV)
+    return Path(env).expanduser() if env else None
+
+
+def _download(url: str, dest: Path, timeout: float = 60.0) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=dest.name, suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as resp:
+            shutil.copyfileobj(resp, out)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def fetch(dataset: str, file: str, data_dir: str | Path | None = None) -> DatasetFile:
+    """A verified local path for ``file`` of ``dataset``.
+
+    Args:
+        dataset: Manifest name (``datasets/<dataset>.yaml``).
+        file: File name as listed in the manifest.
+        data_dir: Local data directory; defaults to ``$MED_EVALS_DATA_DIR``. When given, the file
+            must be there: nothing is downloaded.
+    """
+    manifest = load_manifest(dataset)
+    spec = manifest.file(file)
+    local = resolve_data_dir(data_dir)
+    if local is not None:
+        candidates = [local / manifest.local_dir / file, local / file]
+        for path in candidates:
+            if path.is_file():
+                verify(path, spec)
+                return DatasetFile(path=path, manifest=manifest, spec=spec, origin="local")
+        raise DatasetError(
+            f"missing file: dataset '{dataset}' file '{file}' is not in the data directory "
+            f"{local} (looked for {', '.join(str(c) for c in candidates)})"
+        )
+
+    cached = cache_dir() / manifest.name / manifest.revision / file
+    if not cached.is_file():
+        if not spec.url:
+            raise DatasetError(
+                f"dataset '{dataset}' file '{file}' has no download URL; put it in a data "
+                f"directory and set {DATA_DIR_ENV} or the task's data_dir parameter"
+            )
+        try:
+            _download(spec.url, cached)
+        except OSError as ex:
+            raise DatasetError(
+                f"could not download {spec.url} for dataset '{dataset}' ({ex}). Without network "
+                f"access put '{file}' under <dir>/{manifest.local_dir}/ and set {DATA_DIR_ENV}"
+            ) from ex
+    try:
+        verify(cached, spec)
+    except DatasetError:
+        cached.unlink(missing_ok=True)  # never keep a bad download around
+        raise
+    return DatasetFile(path=cached, manifest=manifest, spec=spec, origin="cache")
+
+
+def read_csv_checked(
+    path: Path,
+    required: Iterable[str],
+    *,
+    labels: Mapping[str, Iterable[str]] | None = None,
+    non_empty: Iterable[str] = (),
+    aliases: Mapping[str, Iterable[str]] | None = None,
+    expected_rows: int | None = None,
+) -> pd.DataFrame:
+    """Read a CSV as strings and check it, or raise :class:`DatasetError`.
+
+    Args:
+        path: The CSV file.
+        required: Columns that must be present.
+        labels: For label columns, the allowed values; any other value is an error.
+        non_empty: Columns whose values must not be empty.
+        aliases: Alternative names for a column (``{"verdict": ["verdicts"]}``): the first one
+            found is renamed to the canonical name.
+        expected_rows: If given, a different row count is an error.
+
+    Rows are numbered from 1 for the first data row (the header is not a row).
+    """
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as ex:
+        raise DatasetError(f"{path}: not UTF-8 text (byte {ex.start}: {ex.reason})") from ex
+    except OSError as ex:
+        raise DatasetError(f"{path}: cannot read ({ex})") from ex
+    try:
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as ex:
+        raise DatasetError(f"{path}: malformed CSV ({ex})") from ex
+
+    for canonical, alts in (aliases or {}).items():
+        if canonical not in df.columns:
+            for alt in alts:
+                if alt in df.columns:
+                    df = df.rename(columns={alt: canonical})
+                    break
+
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise DatasetError(
+            f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} "
+            f"(found: {', '.join(map(repr, df.columns))})"
+        )
+    if expected_rows is not None and len(df) != expected_rows:
+        raise DatasetError(f"{path}: expected {expected_rows} rows, found {len(df)}")
+
+    for col in non_empty:
+        empty = df.index[df[col].str.strip() == ""]
+        if len(empty):
+            raise DatasetError(
+                f"{path}: row {empty[0] + 1}, column '{col}': empty value"
+                + (f" ({len(empty)} rows in all)" if len(empty) > 1 else "")
+            )
+    for col, allowed in (labels or {}).items():
+        allowed = set(allowed)
+        bad = df.index[~df[col].isin(allowed)]
+        if len(bad):
+            i = bad[0]
+            raise DatasetError(
+                f"{path}: row {i + 1}, column '{col}': unknown label {df[col][i]!r} "
+                f"(allowed: {', '.join(sorted(allowed))})"
+                + (f" ({len(bad)} rows in all)" if len(bad) > 1 else "")
+            )
+    return df

@@ -1,0 +1,317 @@
+"""Scoring of the oncology study: POSITIVE / NEGATIVE, the study's strict validity rule.
+
+Each sample's score value keeps everything the metrics need, so it survives epoch reduction
+(with :func:`~med_evals.scorers.reducers.majority_label`) and re-scoring from a log:
+
+``prediction``  strict parse (the study's rule): POSITIVE, NEGATIVE, INVALID or ERROR
+``valid``       prediction is POSITIVE or NEGATIVE
+``target``      expected label (inverted for counterfactual conditions)
+``correct``     1 if valid and equal to the target, else 0
+``condition``   the input condition
+``trial``       the trial's row index in the dataset (pairs conditions for flip rates)
+``exact_case``  the stripped reply is exactly ``POSITIVE`` or ``NEGATIVE`` (case as instructed)
+``lenient``     lenient parse: the one label word the reply contains, else INVALID / ERROR
+
+Metrics are computed per condition; a run with one condition shows plain numbers, a run with
+several shows one value per condition under each metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+from inspect_ai.scorer import (
+    Metric,
+    SampleScore,
+    Score,
+    Scorer,
+    Target,
+    metric,
+    scorer,
+)
+from inspect_ai.solver import TaskState
+
+from med_evals.scorers.labels import (
+    ERROR,
+    TRIAL_OUTCOME,
+    is_exact_case,
+    parse_outcome_lenient,
+    parse_outcome_strict,
+)
+from med_evals.solvers.generate import GENERATE_ERROR
+from med_evals.stats import binary_summary, proportion_with_intervals
+
+#: Flip-rate pairs reported whenever both conditions are in a run (the study's two contrasts).
+DEFAULT_FLIP_PAIRS = ("title_abstract:counterfactual", "counterfactual:counterfactual_doi")
+
+
+def outcome_value(
+    reply: str | None, target: str, condition: str, trial: int, error: str | None = None
+) -> dict[str, Any]:
+    """The score value for one reply (``error`` set: a provider failure, scored ERROR)."""
+    if error is not None:
+        reply = None
+    prediction = parse_outcome_strict(reply)
+    valid = TRIAL_OUTCOME.is_label(prediction)
+    return {
+        "prediction": prediction,
+        "valid": valid,
+        "target": target,
+        "correct": int(valid and prediction == target),
+        "condition": condition,
+        "trial": trial,
+        "exact_case": is_exact_case(reply),
+        "lenient": parse_outcome_lenient(reply),
+    }
+
+
+def summarize_condition(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every number of one condition, from its score values."""
+    n_total = len(values)
+    valid = [v for v in values if v["valid"]]
+    lenient = [v for v in values if TRIAL_OUTCOME.is_label(v["lenient"])]
+    strict = binary_summary([v["target"] for v in valid], [v["prediction"] for v in valid])
+    loose = binary_summary([v["target"] for v in lenient], [v["lenient"] for v in lenient])
+    n_error = sum(v["prediction"] == ERROR for v in values)
+    return {
+        "n_total": n_total,
+        "n_valid": len(valid),
+        "n_invalid": n_total - len(valid) - n_error,
+        "n_error": n_error,
+        "valid_rate": len(valid) / n_total if n_total else math.nan,
+        "n_exact_case": sum(bool(v["exact_case"]) for v in values),
+        "exact_case_rate": (
+            sum(bool(v["exact_case"]) for v in values) / n_total if n_total else math.nan
+        ),
+        "strict": strict,
+        "lenient": {
+            "n_valid": len(lenient),
+            "valid_rate": len(lenient) / n_total if n_total else math.nan,
+            **loose,
+        },
+    }
+
+
+def group_by_condition(values: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for v in values:
+        groups[str(v["condition"])].append(v)
+    return dict(groups)
+
+
+def parse_pair(pair: str) -> tuple[str, str]:
+    a, sep, b = pair.partition(":")
+    if not sep or not a or not b:
+        raise ValueError(f"a condition pair is written 'a:b', got {pair!r}")
+    return a, b
+
+
+def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, Any]:
+    """Share of trials whose prediction differs between conditions ``a`` and ``b``.
+
+    Over trials with a valid prediction in both conditions (the count of trials left out for
+    an invalid or errored prediction in either is reported as ``n_excluded``).
+    """
+    by_cond = group_by_condition(values)
+    pa = {v["trial"]: v for v in by_cond.get(a, [])}
+    pb = {v["trial"]: v for v in by_cond.get(b, [])}
+    common = sorted(set(pa) & set(pb), key=str)
+    both_valid = [t for t in common if pa[t]["valid"] and pb[t]["valid"]]
+    flips = sum(pa[t]["prediction"] != pb[t]["prediction"] for t in both_valid)
+    out = proportion_with_intervals(flips, len(both_valid))
+    out.update(pair=f"{a}:{b}", n_paired=len(common), n_excluded=len(common) - len(both_valid))
+    return out
+
+
+def _values(scores: list[SampleScore]) -> list[Mapping[str, Any]]:
+    return [s.score.value for s in scores if isinstance(s.score.value, Mapping)]
+
+
+def _per_condition(
+    scores: list[SampleScore],
+    fn: Callable[[dict[str, Any]], float | dict[str, float]],
+    name: str,
+) -> float | dict[str, float]:
+    """``fn`` of each condition's summary; plain when the run has a single condition.
+
+    With several conditions the values are keyed ``<condition>/<name>`` (or
+    ``<condition>/<key>`` for a dict-valued ``fn``).
+    """
+    groups = group_by_condition(_values(scores))
+    results = {cond: fn(summarize_condition(vals)) for cond, vals in groups.items()}
+    if len(results) == 1:
+        return next(iter(results.values()))
+    flat: dict[str, float] = {}
+    for cond, res in results.items():
+        if isinstance(res, Mapping):
+            flat.update({f"{cond}/{k}": v for k, v in res.items()})
+        else:
+            flat[f"{cond}/{name}"] = res
+    return flat
+
+
+def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:
+    """A metric applying ``fn`` to each condition's summary."""
+
+    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+        return _per_condition(scores, fn, name)
+
+    return compute
+
+
+def _strict(key: str, name: str) -> Metric:
+    return _metric(lambda s: s["strict"][key], name)
+
+
+@metric
+def accuracy_valid() -> Metric:
+    """Accuracy over valid predictions (the study's accuracy)."""
+    return _strict("accuracy", "accuracy_valid")
+
+
+@metric
+def macro_f1_valid() -> Metric:
+    """Macro-F1 over [POSITIVE, NEGATIVE], valid predictions (the study's F1)."""
+    return _strict("macro_f1", "macro_f1_valid")
+
+
+@metric
+def f1_positive_valid() -> Metric:
+    """F1 of the POSITIVE class over valid predictions."""
+    return _strict("f1_positive", "f1_positive_valid")
+
+
+@metric
+def sensitivity_valid() -> Metric:
+    """TP / (TP + FN) over valid predictions, POSITIVE as the positive class."""
+    return _strict("sensitivity", "sensitivity_valid")
+
+
+@metric
+def specificity_valid() -> Metric:
+    """TN / (TN + FP) over valid predictions."""
+    return _strict("specificity", "specificity_valid")
+
+
+@metric
+def valid_rate() -> Metric:
+    """Valid predictions over all samples (invalid and errors in the denominator)."""
+    return _metric(lambda s: s["valid_rate"], "valid_rate")
+
+
+@metric
+def counts() -> Metric:
+    """Sample counts: total, valid, invalid, error, exact-case and lenient-valid."""
+    return _metric(
+        lambda s: {
+            "n_total": s["n_total"],
+            "n_valid": s["n_valid"],
+            "n_invalid": s["n_invalid"],
+            "n_error": s["n_error"],
+            "n_exact_case": s["n_exact_case"],
+            "n_valid_lenient": s["lenient"]["n_valid"],
+        },
+    )
+
+
+@metric
+def confusion() -> Metric:
+    """The 2x2 confusion matrix of valid predictions (rows: target; POSITIVE first)."""
+    return _metric(lambda s: {k: s["strict"][k] for k in ("tp", "fn", "fp", "tn")})
+
+
+@metric
+def intervals_95() -> Metric:
+    """95% Wald (the study's) and Wilson intervals of each metric over valid predictions."""
+
+    def fn(s: dict[str, Any]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for name in ("accuracy", "macro_f1", "f1_positive", "sensitivity", "specificity"):
+            for kind in ("wald", "wilson"):
+                lo, hi = s["strict"][f"{name}_{kind}"]
+                out[f"{name}_{kind}_lo"] = lo
+                out[f"{name}_{kind}_hi"] = hi
+        return out
+
+    return _metric(fn)
+
+
+@metric
+def lenient_parse() -> Metric:
+    """Accuracy and macro-F1 under the lenient parse (one label word), beside the strict."""
+    return _metric(
+        lambda s: {
+            "accuracy_lenient": s["lenient"]["accuracy"],
+            "macro_f1_lenient": s["lenient"]["macro_f1"],
+            "valid_rate_lenient": s["lenient"]["valid_rate"],
+        },
+    )
+
+
+@metric
+def flip_rates(pairs: list[str] | None = None) -> Metric:
+    """Share of trials whose valid prediction differs between two conditions, with intervals.
+
+    Args:
+        pairs: Condition pairs ``"a:b"``; a pair is reported when both are in the run.
+    """
+    wanted = [parse_pair(p) for p in (pairs or DEFAULT_FLIP_PAIRS)]
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        values = _values(scores)
+        present = {v["condition"] for v in values}
+        out: dict[str, float] = {}
+        for a, b in wanted:
+            if a in present and b in present:
+                fr = flip_rate(values, a, b)
+                key = f"{a}~{b}"
+                out[key] = fr["p"]
+                out[f"{key}/wald_lo"], out[f"{key}/wald_hi"] = fr["wald"]
+                out[f"{key}/wilson_lo"], out[f"{key}/wilson_hi"] = fr["wilson"]
+                out[f"{key}/n"] = fr["n"]
+        return out
+
+    return compute
+
+
+def outcome_metrics(flip_pairs: Sequence[str] | None = None) -> list[Metric]:
+    """The metric set of the oncology tasks."""
+    return [
+        accuracy_valid(),
+        macro_f1_valid(),
+        f1_positive_valid(),
+        sensitivity_valid(),
+        specificity_valid(),
+        valid_rate(),
+        counts(),
+        confusion(),
+        intervals_95(),
+        lenient_parse(),
+        flip_rates(list(flip_pairs) if flip_pairs else None),
+    ]
+
+
+@scorer(metrics=outcome_metrics())
+def trial_outcome() -> Scorer:
+    """Score a POSITIVE / NEGATIVE reply with the study's strict rule (lenient beside it)."""
+
+    async def score(state: TaskState, target: Target) -> Score:
+        error = state.metadata.get(GENERATE_ERROR) or state.output.error
+        reply = None if error else state.output.completion
+        value = outcome_value(
+            reply,
+            target=target.text,
+            condition=state.metadata["condition"],
+            trial=state.metadata["trial"],
+            error=error,
+        )
+        return Score(
+            value=value,
+            answer=value["prediction"],
+            explanation=reply if error is None else f"provider error: {error}",
+        )
+
+    return score

@@ -1,0 +1,35 @@
+"""Generation that records a provider failure on the sample instead of ending the run.
+
+The oncology study called each API once per trial and recorded a failed call as ``ERROR``,
+counted apart from invalid replies. :func:`generate_or_record_error` does the same inside
+Inspect: Inspect's own retries run first (``--max-retries``, ``--timeout``); an error that is
+still raised after them is stored in ``state.metadata["generate_error"]`` and the sample is
+scored as ``ERROR``. Inspect's own control flow (limits, cancellation) is never caught.
+"""
+
+from __future__ import annotations
+
+from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
+
+GENERATE_ERROR = "generate_error"
+
+
+def _is_inspect_control(ex: BaseException) -> bool:
+    return type(ex).__module__.startswith("inspect_ai.")
+
+
+@solver
+def generate_or_record_error() -> Solver:
+    """Generate once; a provider error is recorded on the sample rather than raised."""
+    gen = generate()
+
+    async def solve(state: TaskState, generate_fn: Generate) -> TaskState:
+        try:
+            return await gen(state, generate_fn)
+        except Exception as ex:  # noqa: BLE001 - recorded, counted and shown in the log
+            if _is_inspect_control(ex):
+                raise
+            state.metadata[GENERATE_ERROR] = f"{type(ex).__name__}: {ex}"
+            return state
+
+    return solve

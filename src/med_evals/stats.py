@@ -1,0 +1,97 @@
+"""Classification statistics with the oncology study's definitions.
+
+- Metrics are computed on valid predictions only (the study's rule); the valid rate is over
+  all samples (invalid and errors in the denominator).
+- F1 is macro-F1 over [POSITIVE, NEGATIVE] (scikit-learn ``average="macro"``), as in the study's
+  analysis code; the F1 of the positive class is reported beside it.
+- Sensitivity = TP / (TP + FN) and specificity = TN / (TN + FP), POSITIVE being the positive
+  class.
+- 95% intervals: the normal-approximation (Wald) interval the study used, clipped to [0, 1],
+  with n = valid predictions for accuracy and F1, n = TP + FN for sensitivity and n = TN + FP
+  for specificity; a Wilson score interval with the same p and n beside it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+from statsmodels.stats.proportion import proportion_confint
+
+ALPHA_95 = 0.05
+#: The study's z (its ``_normal_approx_ci`` uses 1.96, not 1.959964...).
+STUDY_Z = 1.96
+
+
+def wald_interval(p: float, n: int, z: float = STUDY_Z) -> tuple[float, float]:
+    """95% normal-approximation interval, clipped to [0, 1] (the study's ``_normal_approx_ci``).
+
+    ``p +- z * sqrt(p (1 - p) / n)`` with z = 1.96 as in the study's code.
+    """
+    if n == 0 or p is None or math.isnan(p):
+        return (math.nan, math.nan)
+    se = math.sqrt(p * (1 - p) / n)
+    return (max(0.0, p - z * se), min(1.0, p + z * se))
+
+
+def wilson_interval(p: float, n: int) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion p observed over n trials."""
+    if n == 0 or p is None or math.isnan(p):
+        return (math.nan, math.nan)
+    lo, hi = proportion_confint(p * n, n, alpha=ALPHA_95, method="wilson")
+    return (float(lo), float(hi))
+
+
+def _ratio(num: int, den: int) -> float:
+    return num / den if den else math.nan
+
+
+def binary_summary(
+    y_true: Sequence[str],
+    y_pred: Sequence[str],
+    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
+) -> dict[str, Any]:
+    """Accuracy, macro-F1, F1 of ``labels[0]``, sensitivity, specificity, with intervals.
+
+    ``y_true`` and ``y_pred`` hold valid predictions only (labels from ``labels``).
+    """
+    pos, neg = labels
+    n = len(y_true)
+    out: dict[str, Any] = {"n": n}
+    if n == 0:
+        cm = np.zeros((2, 2), dtype=int)
+        acc = f1m = f1p = math.nan
+    else:
+        cm = confusion_matrix(y_true, y_pred, labels=list(labels))
+        acc = float(accuracy_score(y_true, y_pred))
+        f1m = float(f1_score(y_true, y_pred, average="macro", labels=list(labels), zero_division=0))
+        f1p = float(f1_score(y_true, y_pred, pos_label=pos, average="binary", zero_division=0))
+    tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
+    sens = _ratio(tp, tp + fn)
+    spec = _ratio(tn, tn + fp)
+    out.update(tp=tp, fn=fn, fp=fp, tn=tn)
+    for name, value, size in (
+        ("accuracy", acc, n),
+        ("macro_f1", f1m, n),
+        ("f1_positive", f1p, n),
+        ("sensitivity", sens, tp + fn),
+        ("specificity", spec, tn + fp),
+    ):
+        out[name] = value
+        out[f"{name}_wald"] = wald_interval(value, size)
+        out[f"{name}_wilson"] = wilson_interval(value, size)
+    return out
+
+
+def proportion_with_intervals(count: int, n: int) -> dict[str, Any]:
+    p = _ratio(count, n)
+    return {
+        "p": p,
+        "count": count,
+        "n": n,
+        "wald": wald_interval(p, n),
+        "wilson": wilson_interval(p, n),
+    }

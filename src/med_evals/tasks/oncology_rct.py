@@ -1,0 +1,382 @@
+"""Oncology RCT evidence use: progressive content removal and counterfactual results.
+
+Windisch et al. 2026, "Evidence use and identifier-conditioned prior knowledge in LLM
+classification of oncology trials, assessed through progressive content removal and
+counterfactual testing". 250 oncology RCTs; the model answers POSITIVE (primary endpoint met)
+or NEGATIVE, from the input variant of each condition.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from inspect_ai import Epochs, Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import GenerateConfig
+from inspect_ai.solver import Solver, generate, system_message
+
+from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked
+from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
+from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, outcome_metrics, trial_outcome
+from med_evals.scorers.reducers import majority_label
+from med_evals.solvers import prompts
+from med_evals.solvers.generate import generate_or_record_error
+
+DATASET = "oncology-rct-250-counterfactual"
+FILE = "trials.csv"
+REQUIRED_COLUMNS = (
+    "doi",
+    "journal",
+    "date",
+    "title",
+    "abstract",
+    "abstract_introduction",
+    "abstract_methods",
+    "abstract_results",
+    "abstract_conclusions",
+    "Annotation_accept",
+    "counterfactual_title",
+    "counterfactual_abstract",
+    "target_label",
+    "sections_modified",
+)
+NON_EMPTY = ("doi", "date", "title", "abstract", "counterfactual_title", "counterfactual_abstract")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One input variant: how the user message is built and which label is expected."""
+
+    name: str
+    template: str
+    counterfactual: bool  # counterfactual text, scored against the inverted label
+    source: str  # where the condition comes from
+
+
+def _join(*sections: str) -> str:
+    return " ".join(s.strip() for s in sections if s.strip())
+
+
+CONDITIONS: dict[str, Condition] = {
+    c.name: c
+    for c in (
+        # the study's five
+        Condition("title_abstract", prompts.TITLE_ABSTRACT, False, "study (baseline)"),
+        Condition("title_only", prompts.TITLE_ONLY, False, "study"),
+        Condition("doi_only", prompts.DOI_ONLY, False, "study"),
+        Condition("counterfactual", prompts.TITLE_ABSTRACT, True, "study"),
+        Condition("counterfactual_doi", prompts.DOI_TITLE_ABSTRACT, True, "study"),
+        # its appendix
+        Condition("abstract_only", prompts.ABSTRACT_ONLY, False, "appendix"),
+        Condition("title_doi", prompts.DOI_TITLE, False, "appendix"),
+        Condition("counterfactual_title_only", prompts.TITLE_ONLY, True, "appendix"),
+        # section ablations of the group's earlier paper (sections joined by a space)
+        Condition("conclusion_only", prompts.ABSTRACT_ONLY, False, "sections"),
+        Condition("methods_conclusion", prompts.ABSTRACT_ONLY, False, "sections"),
+        Condition("methods_results_conclusion", prompts.ABSTRACT_ONLY, False, "sections"),
+        # negative controls proposed in the study's outlook
+        Condition("doi_shuffled", prompts.DOI_ONLY, False, "controls"),
+        Condition("doi_synthetic", prompts.DOI_ONLY, False, "controls"),
+        Condition("irrelevant_identifier", prompts.IDENTIFIER_ONLY, False, "controls"),
+    )
+}
+
+GROUPS: dict[str, tuple[str, ...]] = {
+    "study": ("title_abstract", "title_only", "doi_only", "counterfactual", "counterfactual_doi"),
+    "appendix": ("abstract_only", "title_doi", "counterfactual_title_only"),
+    "sections": ("conclusion_only", "methods_conclusion", "methods_results_conclusion"),
+    "controls": ("doi_shuffled", "doi_synthetic", "irrelevant_identifier"),
+}
+GROUPS["all"] = tuple(CONDITIONS)
+
+
+def resolve_conditions(condition: str | Sequence[str]) -> list[str]:
+    """Names or group names (``study``, ``appendix``, ``sections``, ``controls``, ``all``)."""
+    items = condition.split(",") if isinstance(condition, str) else list(condition)
+    names: list[str] = []
+    for item in (i.strip() for i in items):
+        expanded = GROUPS.get(item, (item,))
+        for name in expanded:
+            if name not in CONDITIONS:
+                raise ValueError(
+                    f"unknown condition {name!r}; choose from {', '.join(CONDITIONS)} "
+                    f"or a group: {', '.join(GROUPS)}"
+                )
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise ValueError("no condition selected")
+    return names
+
+
+# --- loading ----------------------------------------------------------------------------------
+
+
+def parse_trial_date(value: str) -> date:
+    """The dataset's dates are month/day/two-digit-year (``11/20/21``); ISO is accepted too."""
+    for fmt in ("%m/%d/%y", "%m/%d/%Y", "%Y-%m-%d"):
+        try:
+            return datetime.strptime(value.strip(), fmt).date()
+        except ValueError:
+            continue
+    raise ValueError(f"unrecognised date {value!r}")
+
+
+def load_trials(data_dir: str | Path | None = None) -> tuple[pd.DataFrame, DatasetFile]:
+    """The 250 trials, checked: columns, labels, inverted targets, dates."""
+    file = fetch(DATASET, FILE, data_dir)
+    return read_trials(file.path), file
+
+
+def read_trials(path: Path) -> pd.DataFrame:
+    labels = set(TRIAL_OUTCOME.labels)
+    df = read_csv_checked(
+        path,
+        REQUIRED_COLUMNS,
+        labels={"Annotation_accept": labels, "target_label": labels},
+        non_empty=NON_EMPTY,
+    )
+    for i, row in df.iterrows():
+        if row["target_label"] != invert_outcome(row["Annotation_accept"]):
+            raise DatasetError(
+                f"{path}: row {i + 1}, column 'target_label': {row['target_label']!r} is not the "
+                f"inverse of Annotation_accept {row['Annotation_accept']!r}"
+            )
+        try:
+            parse_trial_date(row["date"])
+        except ValueError as ex:
+            raise DatasetError(f"{path}: row {i + 1}, column 'date': {ex}") from None
+    return df
+
+
+# --- negative controls ------------------------------------------------------------------------
+
+
+def seeded_derangement(n: int, seed: int) -> list[int]:
+    """A permutation with no fixed point: trial i gets trial perm[i]'s DOI."""
+    if n < 2:
+        raise ValueError("a derangement needs at least two trials")
+    rng = random.Random(seed)
+    while True:
+        perm = list(range(n))
+        rng.shuffle(perm)
+        if all(i != p for i, p in enumerate(perm)):
+            return perm
+
+
+_ISSN = re.compile(r"\d{4}-\d{3}[\dX]")
+_DIGITS = re.compile(r"\d+")
+
+
+def synthetic_doi(doi: str, year: int, rng: random.Random, taken: set[str]) -> str:
+    """A made-up DOI with the real registrant prefix, journal pattern and year.
+
+    The prefix (``10.xxxx/``), letters, punctuation, ISSNs (``1470-2045``) and digit runs that
+    spell the publication year (``21`` or ``2021``) are kept; every other digit is redrawn, so
+    ``10.1200/JCO.21.01436`` becomes e.g. ``10.1200/JCO.21.73019``. Never a DOI in ``taken``.
+    """
+    prefix, slash, suffix = doi.partition("/")
+    if not slash:
+        raise ValueError(f"not a DOI: {doi!r}")
+    keep = {str(year), f"{year % 100:02d}"}
+    protected = [m.span() for m in _ISSN.finditer(suffix)]
+
+    def redraw(m: re.Match[str]) -> str:
+        run = m.group(0)
+        if run in keep or any(a <= m.start() < b for a, b in protected):
+            return run
+        return "".join(rng.choice("0123456789") for _ in run)
+
+    for _ in range(1000):
+        candidate = prefix + "/" + _DIGITS.sub(redraw, suffix)
+        if candidate not in taken:
+            return candidate
+    raise ValueError(f"could not make a synthetic DOI for {doi!r}")
+
+
+def irrelevant_identifier(rng: random.Random) -> str:
+    """An identifier with no relation to any trial (a random 12-hex-digit token)."""
+    return "".join(rng.choice("0123456789ABCDEF") for _ in range(12))
+
+
+@dataclass(frozen=True)
+class Controls:
+    shuffled_doi: list[str]
+    synthetic_doi: list[str]
+    identifier: list[str]
+
+
+def make_controls(df: pd.DataFrame, seed: int) -> Controls:
+    dois = df["doi"].tolist()
+    perm = seeded_derangement(len(dois), seed)
+    rng = random.Random(seed)
+    taken = set(dois)
+    synthetic = []
+    for doi, d in zip(dois, df["date"], strict=True):
+        s = synthetic_doi(doi, parse_trial_date(d).year, rng, taken)
+        taken.add(s)
+        synthetic.append(s)
+    return Controls(
+        shuffled_doi=[dois[p] for p in perm],
+        synthetic_doi=synthetic,
+        identifier=[irrelevant_identifier(rng) for _ in dois],
+    )
+
+
+# --- samples ----------------------------------------------------------------------------------
+
+_SECTIONS: dict[str, tuple[str, ...]] = {
+    "conclusion_only": ("abstract_conclusions",),
+    "methods_conclusion": ("abstract_methods", "abstract_conclusions"),
+    "methods_results_conclusion": (
+        "abstract_methods",
+        "abstract_results",
+        "abstract_conclusions",
+    ),
+}
+
+
+def condition_fields(row: Mapping[str, Any], pos: int, cond: Condition, controls: Controls) -> dict:
+    """The template fields of one trial under one condition."""
+    cf = cond.counterfactual
+    fields = {
+        "title": row["counterfactual_title"] if cf else row["title"],
+        "abstract": row["counterfactual_abstract"] if cf else row["abstract"],
+        "doi": row["doi"],
+    }
+    if cond.name in _SECTIONS:
+        fields["abstract"] = _join(*(row[c] for c in _SECTIONS[cond.name]))
+    elif cond.name == "doi_shuffled":
+        fields["doi"] = controls.shuffled_doi[pos]
+    elif cond.name == "doi_synthetic":
+        fields["doi"] = controls.synthetic_doi[pos]
+    elif cond.name == "irrelevant_identifier":
+        fields["identifier"] = controls.identifier[pos]
+    return fields
+
+
+def record_to_sample(
+    row: Mapping[str, Any], trial: int, pos: int, cond: Condition, controls: Controls
+) -> Sample:
+    """One trial under one condition.
+
+    Args:
+        row: The trial's CSV row.
+        trial: Its row index in the dataset (stable id across conditions and runs).
+        pos: Its position in the loaded table (indexes ``controls``).
+        cond: The condition.
+        controls: Shuffled / synthetic DOIs and identifiers of the loaded table.
+    """
+    truth = row["Annotation_accept"]
+    return Sample(
+        id=f"{cond.name}-{trial:03d}",
+        input=cond.template.format(**condition_fields(row, pos, cond, controls)),
+        target=invert_outcome(truth) if cond.counterfactual else truth,
+        metadata={
+            "condition": cond.name,
+            "trial": trial,
+            "doi": row["doi"],
+            "journal": row["journal"],
+            "date": parse_trial_date(row["date"]).isoformat(),
+            "ground_truth": truth,
+            "sections_modified": row["sections_modified"],
+        },
+    )
+
+
+def build_samples(
+    df: pd.DataFrame,
+    conditions: Sequence[str],
+    seed: int = 0,
+    published_after: str | None = None,
+) -> list[Sample]:
+    """Samples trial-major (every condition of trial 0, then trial 1, ...).
+
+    Controls are drawn over the whole table before the time split, so a trial keeps its
+    shuffled or synthetic DOI whatever split is taken.
+    """
+    controls = make_controls(df, seed)
+    cutoff = date.fromisoformat(published_after) if published_after else None
+    samples = []
+    for pos, (trial, row) in enumerate(df.iterrows()):
+        if cutoff and parse_trial_date(row["date"]) <= cutoff:
+            continue
+        for name in conditions:
+            samples.append(record_to_sample(row, int(trial), pos, CONDITIONS[name], controls))
+    return samples
+
+
+@task
+def oncology_rct(
+    condition: str | list[str] = "title_abstract",
+    published_after: str | None = None,
+    flip_pairs: str | list[str] | None = None,
+    seed: int = 0,
+    data_dir: str | None = None,
+    provider_errors: str = "score",
+) -> Task:
+    """Classify oncology RCTs as POSITIVE / NEGATIVE (primary endpoint met) from one input variant.
+
+    Args:
+        condition: A condition, a comma-separated list, or a group (default ``title_abstract``,
+            the study's baseline). Study: title_abstract, title_only, doi_only, counterfactual,
+            counterfactual_doi. Appendix: abstract_only, title_doi, counterfactual_title_only.
+            Sections (the group's earlier paper): conclusion_only, methods_conclusion,
+            methods_results_conclusion. Controls (the study's outlook): doi_shuffled,
+            doi_synthetic, irrelevant_identifier. Groups: study, appendix, sections, controls,
+            all. Counterfactual conditions are scored against the inverted label.
+        published_after: Keep only trials published after this ISO date (time split for
+            training-cutoff studies). Default: all 250 trials.
+        flip_pairs: Extra condition pairs ``a:b`` (comma-separated) whose flip rate is reported,
+            beside title_abstract:counterfactual and counterfactual:counterfactual_doi.
+        seed: Seed of the DOI derangement, synthetic DOIs and identifiers (default 0).
+        data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else the file is
+            downloaded from the pinned commit and cached).
+        provider_errors: ``score`` (default, as the study): a provider failure left after
+            Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
+            behaviour (the sample errors; retry with ``inspect eval-retry``).
+
+    Defaults as in the study: temperature 0, at most 500 output tokens (``--temperature`` and
+    ``--max-tokens`` override them). System prompt verbatim from the paper.
+    """
+    names = resolve_conditions(condition)
+    df, file = load_trials(data_dir)
+    samples = build_samples(df, names, seed=seed, published_after=published_after)
+    if not samples:
+        raise ValueError(f"no trial published after {published_after}")
+    pairs = list(DEFAULT_FLIP_PAIRS)
+    extra = flip_pairs.split(",") if isinstance(flip_pairs, str) else (flip_pairs or [])
+    pairs += [p.strip() for p in extra if p.strip() and p.strip() not in pairs]
+    gen: Callable[[], Solver] = {"score": generate_or_record_error, "raise": generate}.get(
+        provider_errors
+    ) or _bad_option("provider_errors", provider_errors, ("score", "raise"))
+    return Task(
+        dataset=MemoryDataset(samples, name=DATASET, location=str(file.path)),
+        solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
+        scorer=trial_outcome(),
+        metrics=outcome_metrics(pairs),
+        config=GenerateConfig(temperature=0.0, max_tokens=500),
+        epochs=Epochs(1, majority_label()),
+        version="1.0.0",
+        metadata={
+            "study": "Windisch et al. 2026 (oncology RCT evidence use)",
+            "conditions": names,
+            "published_after": published_after,
+            "n_trials": len({s.metadata["trial"] for s in samples}),
+            "seed": seed,
+            "prompt": "oncology_system_prompt_v1 (verbatim from the paper)",
+            "parser": "strict: reply.strip().upper() in {POSITIVE, NEGATIVE} (study's rule)",
+            "data": file.provenance(),
+        },
+    )
+
+
+def _bad_option(name: str, value: object, allowed: Sequence[str]) -> Callable[[], Solver]:
+    raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")

@@ -1,0 +1,44 @@
+"""Shared test fixtures: offline mock models and the shared dataset copies."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from inspect_ai.model import ModelOutput, ModelUsage
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "datasets" / "fixtures"
+SHARED_DATASETS = Path(os.environ.get("MED_EVALS_SHARED_DATA", REPO.parent / "shared" / "datasets"))
+
+
+def mock_output(text: str | None, model: str = "mockllm/model") -> ModelOutput:
+    """A mock reply that carries ``usage`` (offline, mockllm would fetch a tokenizer)."""
+    out = ModelOutput.from_content(model=model, content=text or "")
+    out.usage = ModelUsage(input_tokens=10, output_tokens=1, total_tokens=11)
+    return out
+
+
+def replying(fn: Callable[[str], str | None]) -> Callable:
+    """A ``custom_outputs`` callable for mockllm: reply = fn(last user message text)."""
+
+    def outputs(input, tools, tool_choice, config) -> ModelOutput:  # noqa: A002
+        return mock_output(fn(input[-1].text))
+
+    return outputs
+
+
+@pytest.fixture
+def shared_datasets() -> Path:
+    if not SHARED_DATASETS.is_dir():
+        pytest.skip(f"shared dataset copies not found at {SHARED_DATASETS}")
+    return SHARED_DATASETS
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path_factory):
+    """No test reads the user's data or cache directories."""
+    monkeypatch.delenv("MED_EVALS_DATA_DIR", raising=False)
+    monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))

@@ -1,0 +1,81 @@
+import math
+import random
+
+import pytest
+from scipy.stats import norm
+from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, recall_score
+from statsmodels.stats.proportion import proportion_confint
+
+from med_evals.stats import (
+    binary_summary,
+    proportion_with_intervals,
+    wald_interval,
+    wilson_interval,
+)
+
+STUDY_ALPHA = 2 * norm.sf(1.96)  # the study's z = 1.96 as a statsmodels alpha
+
+
+def _study_wald(p, n):
+    """The study's normal-approximation interval, from statsmodels (which clips to [0, 1])."""
+    return proportion_confint(p * n, n, alpha=STUDY_ALPHA, method="normal")
+
+
+@pytest.fixture
+def fixed_predictions():
+    rng = random.Random(7)
+    y_true = [rng.choice(["POSITIVE", "NEGATIVE"]) for _ in range(97)]
+    y_pred = [
+        t if rng.random() < 0.8 else ("NEGATIVE" if t == "POSITIVE" else "POSITIVE") for t in y_true
+    ]
+    return y_true, y_pred
+
+
+def test_binary_summary_matches_sklearn_and_statsmodels(fixed_predictions):
+    y_true, y_pred = fixed_predictions
+    s = binary_summary(y_true, y_pred)
+    labels = ["POSITIVE", "NEGATIVE"]
+    assert s["accuracy"] == pytest.approx(accuracy_score(y_true, y_pred))
+    assert s["macro_f1"] == pytest.approx(f1_score(y_true, y_pred, average="macro", labels=labels))
+    assert s["f1_positive"] == pytest.approx(f1_score(y_true, y_pred, pos_label="POSITIVE"))
+    assert s["sensitivity"] == pytest.approx(recall_score(y_true, y_pred, pos_label="POSITIVE"))
+    assert s["specificity"] == pytest.approx(recall_score(y_true, y_pred, pos_label="NEGATIVE"))
+    cm = confusion_matrix(y_true, y_pred, labels=labels)
+    assert (s["tp"], s["fn"], s["fp"], s["tn"]) == (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1])
+    n = len(y_true)
+    for name, size in [
+        ("accuracy", n),
+        ("macro_f1", n),
+        ("f1_positive", n),
+        ("sensitivity", s["tp"] + s["fn"]),
+        ("specificity", s["tn"] + s["fp"]),
+    ]:
+        p = s[name]
+        assert s[f"{name}_wald"] == pytest.approx(_study_wald(p, size))
+        assert s[f"{name}_wilson"] == pytest.approx(
+            proportion_confint(p * size, size, method="wilson")
+        )
+
+
+def test_wald_is_clipped_like_the_study():
+    assert wald_interval(1.0, 104) == (1.0, 1.0)  # "1.00 (1.00-1.00)" in the study's Table 1
+    lo, hi = wald_interval(0.99, 50)
+    assert hi == 1.0 and lo == pytest.approx(0.99 - 1.96 * math.sqrt(0.99 * 0.01 / 50), abs=1e-12)
+    assert wilson_interval(1.0, 104)[0] < 1.0  # Wilson does not collapse at the boundary
+
+
+def test_empty_and_one_sided_inputs():
+    s = binary_summary([], [])
+    assert s["n"] == 0 and math.isnan(s["accuracy"]) and math.isnan(s["accuracy_wald"][0])
+    s = binary_summary(["NEGATIVE"] * 3, ["NEGATIVE", "NEGATIVE", "POSITIVE"])
+    assert math.isnan(s["sensitivity"])  # no positive targets: undefined, not 0
+    assert s["specificity"] == pytest.approx(2 / 3)
+
+
+def test_proportion_with_intervals():
+    r = proportion_with_intervals(12, 40)
+    assert r["p"] == pytest.approx(0.3)
+    assert r["wilson"] == pytest.approx(proportion_confint(12, 40, method="wilson"))
+    assert r["wald"] == pytest.approx(
+        proportion_confint(12, 40, alpha=STUDY_ALPHA, method="normal")
+    )
