@@ -1,4 +1,5 @@
 """Inspect entry point: importing this module registers every med_evals task."""
 
 # ruff: noqa: F401
+from med_evals.tasks.medevidence import medevidence
 from med_evals.tasks.oncology_rct import oncology_rct

@@ -19,7 +19,6 @@ several shows one value per condition under each metric.
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,6 +33,14 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
+from med_evals.scorers.classification import (
+    accuracy_valid,
+    by_group,
+    macro_f1_valid,
+    per_condition,
+    score_dicts,
+    valid_rate,
+)
 from med_evals.scorers.labels import (
     ERROR,
     TRIAL_OUTCOME,
@@ -95,13 +102,6 @@ def summarize_condition(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
-def group_by_condition(values: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
-    for v in values:
-        groups[str(v["condition"])].append(v)
-    return dict(groups)
-
-
 def parse_pair(pair: str) -> tuple[str, str]:
     a, sep, b = pair.partition(":")
     if not sep or not a or not b:
@@ -115,7 +115,7 @@ def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, 
     Over trials with a valid prediction in both conditions (the count of trials left out for
     an invalid or errored prediction in either is reported as ``n_excluded``).
     """
-    by_cond = group_by_condition(values)
+    by_cond = by_group(list(values))
     pa = {v["trial"]: v for v in by_cond.get(a, [])}
     pb = {v["trial"]: v for v in by_cond.get(b, [])}
     common = sorted(set(pa) & set(pb), key=str)
@@ -126,56 +126,17 @@ def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, 
     return out
 
 
-def _values(scores: list[SampleScore]) -> list[Mapping[str, Any]]:
-    return [s.score.value for s in scores if isinstance(s.score.value, Mapping)]
-
-
-def _per_condition(
-    scores: list[SampleScore],
-    fn: Callable[[dict[str, Any]], float | dict[str, float]],
-    name: str,
-) -> float | dict[str, float]:
-    """``fn`` of each condition's summary; plain when the run has a single condition.
-
-    With several conditions the values are keyed ``<condition>/<name>`` (or
-    ``<condition>/<key>`` for a dict-valued ``fn``).
-    """
-    groups = group_by_condition(_values(scores))
-    results = {cond: fn(summarize_condition(vals)) for cond, vals in groups.items()}
-    if len(results) == 1:
-        return next(iter(results.values()))
-    flat: dict[str, float] = {}
-    for cond, res in results.items():
-        if isinstance(res, Mapping):
-            flat.update({f"{cond}/{k}": v for k, v in res.items()})
-        else:
-            flat[f"{cond}/{name}"] = res
-    return flat
-
-
 def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:
     """A metric applying ``fn`` to each condition's summary."""
 
     def compute(scores: list[SampleScore]) -> float | dict[str, float]:
-        return _per_condition(scores, fn, name)
+        return per_condition(scores, lambda values: fn(summarize_condition(values)), name)
 
     return compute
 
 
 def _strict(key: str, name: str) -> Metric:
     return _metric(lambda s: s["strict"][key], name)
-
-
-@metric
-def accuracy_valid() -> Metric:
-    """Accuracy over valid predictions (the study's accuracy)."""
-    return _strict("accuracy", "accuracy_valid")
-
-
-@metric
-def macro_f1_valid() -> Metric:
-    """Macro-F1 over [POSITIVE, NEGATIVE], valid predictions (the study's F1)."""
-    return _strict("macro_f1", "macro_f1_valid")
 
 
 @metric
@@ -194,12 +155,6 @@ def sensitivity_valid() -> Metric:
 def specificity_valid() -> Metric:
     """TN / (TN + FP) over valid predictions."""
     return _strict("specificity", "specificity_valid")
-
-
-@metric
-def valid_rate() -> Metric:
-    """Valid predictions over all samples (invalid and errors in the denominator)."""
-    return _metric(lambda s: s["valid_rate"], "valid_rate")
 
 
 @metric
@@ -261,7 +216,7 @@ def flip_rates(pairs: list[str] | None = None) -> Metric:
     wanted = [parse_pair(p) for p in (pairs or DEFAULT_FLIP_PAIRS)]
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        values = _values(scores)
+        values = score_dicts(scores)
         present = {v["condition"] for v in values}
         out: dict[str, float] = {}
         for a, b in wanted:
@@ -281,7 +236,7 @@ def outcome_metrics(flip_pairs: Sequence[str] | None = None) -> list[Metric]:
     """The metric set of the oncology tasks."""
     return [
         accuracy_valid(),
-        macro_f1_valid(),
+        macro_f1_valid(list(TRIAL_OUTCOME.labels)),
         f1_positive_valid(),
         sensitivity_valid(),
         specificity_valid(),

@@ -1,0 +1,212 @@
+"""MedEvidence: does the outcome go higher, lower, show no difference, an uncertain effect, or
+is data insufficient? (Polzak et al., "Can Large Language Models Match the Conclusions of
+Systematic Reviews?", ICLR 2026.)
+
+250 questions from 66 Cochrane reviews, each with the abstracts of the review's cited studies;
+``relevant_sources`` names those that answer a question. Closed book sends the question alone;
+evidence adds its relevant abstracts, as the authors' "barebones abstract" runs did.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from inspect_ai import Epochs, Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
+
+from med_evals.data import DatasetError, fetch, read_csv_checked
+from med_evals.scorers.classification import classification_metrics
+from med_evals.scorers.effect import DISPLAY, FIVE, LABEL_SETS, effect_direction, gold_label
+from med_evals.scorers.reducers import majority_label
+from med_evals.solvers import medevidence_prompts as prompts
+from med_evals.solvers.generate import generate_or_record_error
+
+DATASET = "medevidence"
+FILE_250 = "manual_250-abstract.jsonl"
+FILE_284 = "manual_284-data_spreadsheet.csv"
+CONDITIONS = ("closed_book", "evidence")
+QUALITIES = {"high", "moderate", "low", "very low", ""}
+
+
+def read_questions(path: Path) -> list[dict[str, Any]]:
+    """Questions of the 250-question JSONL, each with its review's sources resolved.
+
+    Raises DatasetError naming the file, line and field for malformed content.
+    """
+    questions = []
+    seen: set[str] = set()
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                review = json.loads(line)
+            except json.JSONDecodeError as ex:
+                raise DatasetError(f"{path}: line {lineno}: malformed JSON ({ex.msg})") from None
+            for field in ("original_review", "question_data", "sources"):
+                if field not in review:
+                    raise DatasetError(f"{path}: line {lineno}: missing field '{field}'")
+            sources = {str(s["article_id"]): s for s in review["sources"]}
+            for qa in review["question_data"]:
+                where = f"{path}: line {lineno}, question {qa.get('question_id')!r}"
+                for field in ("question_id", "question", "answer", "relevant_sources"):
+                    if field not in qa:
+                        raise DatasetError(f"{where}: missing field '{field}'")
+                if not str(qa["question"]).strip():
+                    raise DatasetError(f"{where}, field 'question': empty value")
+                if qa["answer"].strip().lower() not in FIVE.labels:
+                    raise DatasetError(f"{where}, field 'answer': unknown label {qa['answer']!r}")
+                quality = str(qa.get("evidence_quality", "")).strip().lower()
+                if quality not in QUALITIES:
+                    raise DatasetError(f"{where}, field 'evidence_quality': unknown {quality!r}")
+                missing = [s for s in qa["relevant_sources"] if str(s) not in sources]
+                if missing:
+                    raise DatasetError(
+                        f"{where}, field 'relevant_sources': {missing} not among the "
+                        "review's sources"
+                    )
+                qid = f"{review['original_review']}-{qa['question_id']}"
+                if qid in seen:
+                    raise DatasetError(f"{where}: duplicate question id {qid}")
+                seen.add(qid)
+                questions.append(
+                    {
+                        "id": qid,
+                        "review": str(review["original_review"]),
+                        "question": qa["question"].strip(),
+                        "answer": qa["answer"].strip().lower(),
+                        "evidence_quality": quality or "not rated",
+                        "sources": [sources[str(s)] for s in qa["relevant_sources"]],
+                    }
+                )
+    return questions
+
+
+def read_spreadsheet(path: Path) -> list[dict[str, Any]]:
+    """All 284 questions (no source texts): closed book only."""
+    df = read_csv_checked(
+        path,
+        ["Cochrane PubMed ID", "Question", "Answer", "Evidence Quality"],
+        non_empty=["Question", "Answer"],
+    )
+    out = []
+    for i, row in df.iterrows():
+        answer = row["Answer"].strip().lower()
+        if answer not in FIVE.labels:
+            raise DatasetError(f"{path}: row {i + 1}, column 'Answer': unknown label {answer!r}")
+        out.append(
+            {
+                "id": f"{row['Cochrane PubMed ID']}-row{i + 1}",
+                "review": row["Cochrane PubMed ID"],
+                "question": row["Question"].strip(),
+                "answer": answer,
+                "evidence_quality": row["Evidence Quality"].strip().lower() or "not rated",
+                "sources": [],
+            }
+        )
+    return out
+
+
+def user_prompt(question: str, sources: list[Mapping[str, Any]] | None, scheme: str) -> str:
+    """The authors' final-answer prompt; ``sources=None`` is closed book."""
+    text = prompts.HEADER.format(question=question)
+    if sources:
+        text += "".join(
+            prompts.ARTICLE.format(
+                article_id=s.get("article_id"),
+                title=s.get("title") or "No title provided",
+                date=s.get("date") or "No date provided",
+                content=s.get("content") or "No article content provided",
+            )
+            for s in sources
+        )
+    else:
+        text += prompts.NO_TEXT
+    return prompts.FINAL_ANSWER.replace("{CLASSES}", DISPLAY[scheme]).replace("{text}", text)
+
+
+def record_to_sample(q: Mapping[str, Any], condition: str, scheme: str) -> Sample:
+    """One question under one condition and label scheme."""
+    sources = q["sources"] if condition == "evidence" else None
+    return Sample(
+        id=f"{condition}-{q['id']}",
+        input=[
+            ChatMessageSystem(content=prompts.SYSTEM),
+            ChatMessageUser(content=user_prompt(q["question"], sources, scheme)),
+        ],
+        target=gold_label(q["answer"], scheme),
+        metadata={
+            "condition": condition,
+            "question_id": q["id"],
+            "review": q["review"],
+            "gold_answer": q["answer"],
+            "evidence_quality": q["evidence_quality"],
+            "n_sources": len(q["sources"]),
+        },
+    )
+
+
+@task
+def medevidence(
+    condition: str | list[str] = "evidence",
+    labels: str = "five",
+    questions: str = "250",
+    data_dir: str | None = None,
+) -> Task:
+    """Effect direction from Cochrane review questions (MedEvidence).
+
+    Args:
+        condition: ``evidence`` (default: the question and its relevant source abstracts, the
+            authors' barebones-abstract setting), ``closed_book`` (question only), or both
+            (comma-separated) in one run.
+        labels: ``five`` (default, the paper's classes: higher, lower, no difference,
+            uncertain effect, insufficient data) or ``three`` (Higher / Lower / Uncertain; every
+            other gold answer counts as Uncertain).
+        questions: ``250`` (default: the questions answerable from abstracts, with sources) or
+            ``284`` (all questions from the spreadsheet; closed book only).
+        data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else downloaded at the
+            pinned commit).
+
+    Defaults as in the authors' code: temperature 0, at most 4,096 output tokens.
+    """
+    conds = condition.split(",") if isinstance(condition, str) else list(condition)
+    conds = [c.strip() for c in conds]
+    for c in conds:
+        if c not in CONDITIONS:
+            raise ValueError(f"unknown condition {c!r}; choose from {', '.join(CONDITIONS)}")
+    if labels not in LABEL_SETS:
+        raise ValueError(f"labels must be one of {', '.join(LABEL_SETS)}, got {labels!r}")
+    if str(questions) == "250":
+        file = fetch(DATASET, FILE_250, data_dir)
+        qs = read_questions(file.path)
+    elif str(questions) == "284":
+        if "evidence" in conds:
+            raise ValueError("the 284-question spreadsheet has no source texts: closed_book only")
+        file = fetch(DATASET, FILE_284, data_dir)
+        qs = read_spreadsheet(file.path)
+    else:
+        raise ValueError(f"questions must be 250 or 284, got {questions!r}")
+
+    samples = [record_to_sample(q, c, labels) for q in qs for c in conds]
+    label_list = list(LABEL_SETS[labels].labels)
+    return Task(
+        dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
+        solver=generate_or_record_error(),
+        scorer=effect_direction(labels),
+        metrics=classification_metrics(label_list, fields=("evidence_quality",)),
+        config=GenerateConfig(temperature=0.0, max_tokens=4096),
+        epochs=Epochs(1, majority_label()),
+        version="1.0.0",
+        metadata={
+            "study": "Polzak et al. 2026 (MedEvidence)",
+            "conditions": conds,
+            "labels": labels,
+            "prompt": "run-med-evidence basic final_answer (barebones abstract); "
+            "system 'follow instruction'",
+            "data": file.provenance(),
+        },
+    )

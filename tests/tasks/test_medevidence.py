@@ -1,0 +1,128 @@
+import json
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import get_model
+
+from med_evals.data import DatasetError
+from med_evals.tasks.medevidence import medevidence, read_questions
+
+from ..conftest import replying
+from ..medevidence_support import FIXTURE_JSONL, install_medevidence
+
+
+@pytest.fixture
+def fixture_data(tmp_path, monkeypatch):
+    return install_medevidence(tmp_path, monkeypatch)
+
+
+def _metrics(log):
+    return {
+        (m.group, m.name if m.group else k): m.value
+        for s in log.results.scores
+        for k, m in s.metrics.items()
+    }
+
+
+def test_prompts_closed_book_and_evidence(fixture_data):
+    task = medevidence(condition="closed_book,evidence")
+    samples = {s.id: s for s in task.dataset}
+    assert len(samples) == 10
+    closed = samples["closed_book-90000001-1"].input
+    evid = samples["evidence-90000001-1"].input
+    assert closed[0].text == evid[0].text == "follow instruction"
+    assert closed[1].text.endswith(
+        "**QUESTION**: 'Is pain at 24 hours higher, lower, or the same when comparing drug B to "
+        "placebo?'\n **ARTICLE SUMMARIES**: No text available\n    "
+    )
+    assert (
+        "one of the following options: Higher, Lower, No Difference, Insufficient Data, "
+        "Uncertain Effect" in closed[1].text
+    )
+    assert (
+        "----\n\nArticle ID 80000002:\nTITLE: Fixture randomised trial two\nPublished Date: "
+        "No date provided\n\nRelevant Information:\nFixture abstract two. Pain at 24 hours "
+        "was reduced with drug B.\n\n----"
+    ) in evid[1].text
+    assert "Article ID 80000003" not in evid[1].text  # only the question's relevant sources
+    assert samples["evidence-90000001-1"].target == "lower"
+
+
+def test_three_way_scheme_targets_and_prompt(fixture_data):
+    task = medevidence(labels="three")
+    targets = {s.metadata["question_id"]: s.target for s in task.dataset}
+    assert targets == {
+        "90000001-0": "uncertain",
+        "90000001-1": "lower",
+        "90000001-2": "uncertain",
+        "90000002-0": "higher",
+        "90000002-1": "uncertain",
+    }
+    assert "options: Higher, Lower, Uncertain\n" in next(iter(task.dataset)).input[1].text
+
+
+def _answer_from_sources(text):
+    if "No text available" in text:
+        return "I am not sure."  # invalid in closed book
+    if "Response 60%" in text and "response rate" in text:
+        return "- **Answer**: Higher"
+    if "pain" in text.lower() and "Pain at 24 hours" in text:
+        return "- **Full Answer**: reduced [2]\n- **Answer**: Lower"
+    return "**Answer**: No Difference"
+
+
+def test_end_to_end_metrics(fixture_data):
+    model = get_model("mockllm/model", custom_outputs=replying(_answer_from_sources))
+    [log] = inspect_eval(
+        medevidence(condition="closed_book,evidence"),
+        model=model,
+        display="none",
+        log_dir="/tmp/med_evals_test_logs",
+    )
+    assert log.status == "success"
+    m = _metrics(log)
+    # evidence: question 90000001-2 has no relevant source, so its prompt says "No text
+    # available" and the reply is invalid. Predictions: no difference, lower, INVALID, higher,
+    # no difference; gold: no difference, lower, insufficient data, higher, uncertain effect.
+    assert m[("accuracy_all", "evidence/accuracy_all")] == pytest.approx(3 / 5)
+    assert m[("accuracy_valid", "evidence/accuracy_valid")] == pytest.approx(3 / 4)
+    assert m[("valid_rate", "evidence/valid_rate")] == pytest.approx(4 / 5)
+    assert m[("label_counts", "evidence/no difference")] == 2
+    assert m[("label_counts", "evidence/INVALID")] == 1
+    assert m[("confusion_counts", "evidence/insufficient data>INVALID")] == 1
+    assert m[("confusion_counts", "evidence/uncertain effect>no difference")] == 1
+    # macro-F1 over five labels: higher 1, lower 1, no difference 2/3, uncertain 0, insufficient 0
+    assert m[("macro_f1_all", "evidence/macro_f1_all")] == pytest.approx((1 + 1 + 2 / 3) / 5)
+    assert m[("macro_f1_valid", "evidence/macro_f1_valid")] == pytest.approx((1 + 1 + 2 / 3) / 5)
+    assert m[("by_field", "evidence/evidence_quality=high/accuracy_all")] == 1.0
+    assert m[("by_field", "evidence/evidence_quality=not rated/accuracy_all")] == 0.0
+    # closed book: every reply invalid -> accuracy over all 0, over valid undefined
+    assert m[("accuracy_all", "closed_book/accuracy_all")] == 0.0
+    assert m[("label_counts", "closed_book/INVALID")] == 5
+
+
+def test_dataset_errors(tmp_path):
+    rows = [json.loads(line) for line in FIXTURE_JSONL.read_text().splitlines()]
+    rows[1]["question_data"][0]["answer"] = "better"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(DatasetError, match=r"line 2, question 0, field 'answer': unknown label"):
+        read_questions(bad)
+    rows[1]["question_data"][0]["answer"] = "higher"
+    rows[1]["question_data"][1]["relevant_sources"] = ["123"]
+    bad.write_text("\n".join(json.dumps(r) for r in rows))
+    with pytest.raises(DatasetError, match=r"'relevant_sources': \['123'\] not among"):
+        read_questions(bad)
+    bad.write_text(FIXTURE_JSONL.read_text()[:-40])
+    with pytest.raises(DatasetError, match="line 2: malformed JSON"):
+        read_questions(bad)
+    with pytest.raises(ValueError, match="closed_book only"):
+        medevidence(questions="284")
+
+
+def test_all_250_questions_from_shared(shared_datasets):
+    task = medevidence(condition="closed_book,evidence", data_dir=str(shared_datasets))
+    assert len(task.dataset) == 500
+    assert task.metadata["data"]["sha256"].startswith("bbaaa6c0")
+    task284 = medevidence(condition="closed_book", questions="284", data_dir=str(shared_datasets))
+    assert len(task284.dataset) == 284
