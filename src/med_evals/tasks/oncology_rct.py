@@ -22,7 +22,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import Solver, generate, system_message
 
-from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked
+from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, sha256_of
 from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
 from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, outcome_metrics, trial_outcome
 from med_evals.scorers.reducers import majority_label
@@ -320,6 +320,7 @@ def oncology_rct(
     flip_pairs: str | list[str] | None = None,
     seed: int = 0,
     data_dir: str | None = None,
+    trials_file: str | None = None,
     provider_errors: str = "score",
 ) -> Task:
     """Classify oncology RCTs as POSITIVE / NEGATIVE (primary endpoint met) from one input variant.
@@ -339,6 +340,8 @@ def oncology_rct(
         seed: Seed of the DOI derangement, synthetic DOIs and identifiers (default 0).
         data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else the file is
             downloaded from the pinned commit and cached).
+        trials_file: Use this CSV (trials.csv schema) instead of the study's file, e.g. the
+            output of ``counterfactual_build``; its sha256 is recorded in the log.
         provider_errors: ``score`` (default, as the study): a provider failure left after
             Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
             behaviour (the sample errors; retry with ``inspect eval-retry``).
@@ -347,7 +350,13 @@ def oncology_rct(
     ``--max-tokens`` override them). System prompt verbatim from the paper.
     """
     names = resolve_conditions(condition)
-    df, file = load_trials(data_dir)
+    if trials_file:
+        path = Path(trials_file)
+        df = read_trials(path)
+        provenance = {"dataset": "user file", "path": str(path), "sha256": sha256_of(path)}
+    else:
+        df, file = load_trials(data_dir)
+        path, provenance = file.path, file.provenance()
     samples = build_samples(df, names, seed=seed, published_after=published_after)
     if not samples:
         raise ValueError(f"no trial published after {published_after}")
@@ -358,7 +367,7 @@ def oncology_rct(
         provider_errors
     ) or _bad_option("provider_errors", provider_errors, ("score", "raise"))
     return Task(
-        dataset=MemoryDataset(samples, name=DATASET, location=str(file.path)),
+        dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
         solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
         scorer=trial_outcome(),
         metrics=outcome_metrics(pairs),
@@ -373,7 +382,7 @@ def oncology_rct(
             "seed": seed,
             "prompt": "oncology_system_prompt_v1 (verbatim from the paper)",
             "parser": "strict: reply.strip().upper() in {POSITIVE, NEGATIVE} (study's rule)",
-            "data": file.provenance(),
+            "data": provenance,
         },
     )
 
