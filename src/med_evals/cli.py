@@ -60,6 +60,24 @@ def _score_recorded(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    from med_evals.report import ReportError, build_report
+
+    try:
+        result = build_report(
+            args.logs, args.out, allow_mixed=args.allow_mixed, reference=args.reference
+        )
+    except ReportError as ex:
+        print(f"error: {ex}", file=sys.stderr)
+        return 2
+    for line in result.skipped:
+        print(f"skipped: {line}", file=sys.stderr)
+    for line in result.warnings:
+        print(f"warning: {line}", file=sys.stderr)
+    print(f"wrote {result.markdown}, {result.html} and {len(result.figures)} figures")
+    return 0
+
+
 def _emit(df: pd.DataFrame, out: str | None) -> None:
     if out:
         df.to_csv(out, index=False)
@@ -95,6 +113,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     p.add_argument("--out", help="also write the table as CSV")
     p.set_defaults(func=_score_recorded)
+
+    p = sub.add_parser("report", help="paper-style report (Markdown, HTML, PNG) from logs")
+    p.add_argument("logs", nargs="+", help="log files or directories, any number of models")
+    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="compare runs of a task whose dataset revision, prompt or version differ",
+    )
+    p.add_argument(
+        "--reference",
+        help="directory of the papers' published numbers (default $MED_EVALS_REFERENCE_DIR, "
+        "else ../shared/reference beside the repository)",
+    )
+    p.set_defaults(func=_report)
 
     args = parser.parse_args(argv)
     return args.func(args)

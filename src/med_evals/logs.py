@@ -1,15 +1,49 @@
-"""Read our tasks' score values back from Inspect logs (reduced across epochs)."""
+"""Read our tasks' runs back from Inspect logs: per-sample score values (epochs reduced with
+:func:`~med_evals.scorers.reducers.majority_label`) and what produced them."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inspect_ai.log import list_eval_logs, read_eval_log
+from inspect_ai.log import EvalLog, list_eval_logs, read_eval_log
 
 from med_evals.scorers.reducers import majority_label
+
+#: The scorer whose values describe each task's predictions.
+TASK_SCORERS = {
+    "oncology_rct": "trial_outcome",
+    "medevidence": "effect_direction",
+    "medreqal": "verdict",
+    "healthfc": "verdict",
+}
+
+
+class LogSkipped(ValueError):
+    """A log that cannot be used (errored, cancelled, another task's, no scores)."""
+
+
+@dataclass
+class Run:
+    """One task run of one model: per-sample values and its provenance."""
+
+    path: str
+    task: str
+    model: str
+    values: dict[str, dict[str, Any]]  # sample id -> reduced score value
+    provenance: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    #: other scorers' reduced values: scorer -> sample id -> value
+    others: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def by_condition(self) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for v in self.values.values():
+            out[str(v.get("condition", ""))].append(v)
+        return dict(out)
 
 
 def expand_log_paths(paths: Iterable[str | Path]) -> list[str]:
@@ -24,17 +58,75 @@ def expand_log_paths(paths: Iterable[str | Path]) -> list[str]:
     return out
 
 
+def task_name(log: EvalLog) -> str:
+    return log.eval.task.split("/")[-1]
+
+
+def provenance(log: EvalLog) -> dict[str, Any]:
+    """What produced a run: data revision and checksum, task arguments, scorer, settings."""
+    md = log.eval.metadata or {}
+    data = md.get("data") or {}
+    gen = log.plan.config if log.plan else None
+    return {
+        "task": task_name(log),
+        "task_version": log.eval.task_version,
+        "model": log.eval.model,
+        "dataset": data.get("dataset"),
+        "revision": data.get("revision"),
+        "data_checksum": data.get("sha256") or data.get("git_blob_sha1"),
+        "task_args": dict(log.eval.task_args or {}),
+        "prompt": md.get("prompt"),
+        "scorers": [s.name for s in (log.results.scores if log.results else [])],
+        "scorer_settings": md.get("scorer") or {},
+        "temperature": gen.temperature if gen else None,
+        "max_tokens": gen.max_tokens if gen else None,
+        "epochs": log.eval.config.epochs,
+        "created": log.eval.created,
+    }
+
+
+def load_run(path: str, scorer: str | None = None) -> Run:
+    """A run from one log, or :class:`LogSkipped` saying why it cannot be used."""
+    try:
+        log = read_eval_log(path)
+    except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
+        raise LogSkipped(f"{path}: unreadable log ({ex})") from None
+    if log.status != "success":
+        raise LogSkipped(f"{path}: run did not complete (status {log.status})")
+    task = task_name(log)
+    scorer = scorer or TASK_SCORERS.get(task)
+    if scorer is None:
+        raise LogSkipped(f"{path}: task '{log.eval.task}' is not a med_evals task")
+    per_scorer: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for sample in log.samples or []:
+        for name, score in (sample.scores or {}).items():
+            per_scorer[name][str(sample.id)].append(score)
+    if scorer not in per_scorer:
+        raise LogSkipped(f"{path}: no '{scorer}' scores")
+    reduce = majority_label()
+
+    def reduced(per_sample: dict[str, list]) -> dict[str, Any]:
+        return {sid: reduce(scores).value for sid, scores in per_sample.items()}
+
+    values = {sid: dict(v) for sid, v in reduced(per_scorer[scorer]).items()}
+    others = {name: reduced(ps) for name, ps in per_scorer.items() if name != scorer}
+    scores = log.results.scores if log.results else []
+    metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
+    return Run(path, task, log.eval.model, values, provenance(log), metrics, others)
+
+
+def load_runs(paths: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
+    """Usable runs, and one line per log skipped."""
+    runs, skipped = [], []
+    for path in expand_log_paths(paths):
+        try:
+            runs.append(load_run(path))
+        except LogSkipped as ex:
+            skipped.append(str(ex))
+    return runs, skipped
+
+
 def score_values(log_path: str, scorer: str) -> tuple[str, list[dict[str, Any]]]:
     """(model, one score value per sample) of ``scorer`` in a log; epochs majority-reduced."""
-    log = read_eval_log(log_path)
-    if log.status != "success":
-        raise ValueError(f"{log_path}: run did not complete (status {log.status})")
-    per_sample: dict[Any, list] = defaultdict(list)
-    for sample in log.samples or []:
-        if sample.scores and scorer in sample.scores:
-            per_sample[sample.id].append(sample.scores[scorer])
-    if not per_sample:
-        raise ValueError(f"{log_path}: no '{scorer}' scores (a log of another task?)")
-    reduce = majority_label()
-    values = [reduce(scores).value for scores in per_sample.values()]
-    return log.eval.model, values
+    run = load_run(log_path, scorer)
+    return run.model, list(run.values.values())

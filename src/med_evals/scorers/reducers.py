@@ -2,8 +2,9 @@
 
 Inspect's default reducer averages numbers; a predicted label is a string and must survive
 epoch reduction as a label. :func:`majority_label` reduces a dict-valued score key by key: the
-most common value across epochs, ties going to the value seen first (epoch order). It adds
-``agreement``: the share of epochs whose ``prediction`` equals the reduced one.
+most common value across epochs, ties going to the value seen first (epoch order); float values
+(ROUGE-L, BERTScore, ratings) take the mean instead. It adds ``agreement``: the share of epochs
+whose ``prediction`` equals the reduced one.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from inspect_ai.scorer import Score, ScoreReducer, score_reducer
 
 
 def _mode(values: list) -> object:
+    if values and all(isinstance(v, float) for v in values):
+        return sum(values) / len(values)
     counts = Counter(values)
     best = max(counts.values())
     return next(v for v in values if counts[v] == best)  # first seen among the most common
@@ -21,7 +24,7 @@ def _mode(values: list) -> object:
 
 @score_reducer(name="majority_label")
 def majority_label() -> ScoreReducer:
-    """Majority vote per key of a dict-valued score (ties: first epoch's value)."""
+    """Majority vote per key of a dict-valued score (ties: first epoch's value; floats: mean)."""
 
     def reduce(scores: list[Score]) -> Score:
         if not scores:

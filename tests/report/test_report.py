@@ -1,0 +1,155 @@
+import shutil
+
+import pytest
+from inspect_ai import Task
+from inspect_ai import eval as inspect_eval
+from inspect_ai.dataset import Sample
+from inspect_ai.log import read_eval_log, write_eval_log
+from inspect_ai.model import get_model
+from inspect_ai.scorer import match
+
+from med_evals.cli import main as cli_main
+from med_evals.report import ReportError, build_report
+from med_evals.tasks.medevidence import medevidence
+from med_evals.tasks.oncology_rct import oncology_rct
+
+from ..conftest import replying
+from ..medevidence_support import install_medevidence
+from ..oncology_support import install_fixture
+
+
+def _follower(text):
+    if "did not meet" in text:
+        return "NEGATIVE"
+    if "met its primary endpoint" in text:
+        return "POSITIVE"
+    return "NEGATIVE"
+
+
+def _guesser(text):
+    return "POSITIVE" if "DOI:" in text else "Positive."
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory):
+    """Real logs: two models on the oncology fixture, MedEvidence, and three bad logs."""
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("report")
+    install_fixture(tmp / "onc", mp)
+    logdir = tmp / "logs"
+    for name, fn in (("follower", _follower), ("guesser", _guesser)):
+        model = get_model(f"mockllm/{name}", custom_outputs=replying(fn))
+        inspect_eval(
+            oncology_rct(condition="study"), model=model, display="none", log_dir=str(logdir)
+        )
+
+    def boom(*args):
+        raise RuntimeError("provider down")
+
+    [errored] = inspect_eval(
+        oncology_rct(provider_errors="raise"),
+        model=get_model("mockllm/broken", custom_outputs=boom),
+        display="none",
+        log_dir=str(logdir),
+        max_retries=0,
+    )
+    assert errored.status == "error"
+    ok = read_eval_log(next(iter(sorted(logdir.glob("*oncology*")))).as_posix())
+    ok.status = "cancelled"
+    write_eval_log(ok, (logdir / "cancelled-oncology-rct.eval").as_posix())
+    install_medevidence(tmp / "me", mp)
+    inspect_eval(
+        medevidence(),
+        model=get_model("mockllm/follower", custom_outputs=replying(lambda t: "Answer: Lower")),
+        display="none",
+        log_dir=str(logdir),
+    )
+    # bad logs: another task's, an errored run, a cancelled run
+    inspect_eval(
+        Task(dataset=[Sample(input="1+1?", target="2")], scorer=match()),
+        model=get_model("mockllm/x", custom_outputs=replying(lambda t: "2")),
+        display="none",
+        log_dir=str(logdir),
+    )
+
+    mp.undo()
+    return logdir
+
+
+def test_report_tables_figures_and_skips(logs, tmp_path):
+    r = build_report([logs], tmp_path / "out", n_boot=100)
+    md = r.markdown.read_text()
+    assert "Table 1 (ours): condition x model" in md
+    assert "| title_abstract | follower |" in md.replace("mockllm/", "")
+    assert "Flip rates" in md and "Identifier pull" in md and "McNemar exact p" in md
+    assert "MedEvidence" in md and "Accuracy and macro-F1 per label set" in md
+    assert "What produced each run" in md
+    assert len(r.figures) >= 4 and all(f.stat().st_size > 1000 for f in r.figures)
+    reasons = " ".join(r.skipped)
+    assert "is not a med_evals task" in reasons
+    assert "status error" in reasons and "status cancelled" in reasons
+    # the follower flips every trial between baseline and counterfactual
+    assert "| follower | title_abstract vs counterfactual | 1.000 |" in md.replace("mockllm/", "")
+
+
+def test_published_numbers_are_labelled_as_theirs(logs, tmp_path, shared_datasets):
+    ref = shared_datasets.parent / "reference"
+    r = build_report([logs], tmp_path / "out", reference=ref, n_boot=50)
+    md = r.markdown.read_text()
+    assert "Published: the study's Table 1 (theirs" in md and "Claude Opus 4.5" in md
+
+
+def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatch):
+    from ..oncology_support import FIXTURE_CSV
+
+    other = tmp_path / "trials.csv"
+    shutil.copy(FIXTURE_CSV, other)
+    other.write_text(other.read_text().replace("Fixture trial 2", "Fixture trial two"))
+    model = get_model("mockllm/follower", custom_outputs=replying(_follower))
+    inspect_eval(
+        oncology_rct(trials_file=str(other)),
+        model=model,
+        display="none",
+        log_dir=str(tmp_path / "more"),
+    )
+    with pytest.raises(ReportError, match="differ in dataset revision, prompt or task version"):
+        build_report([logs, tmp_path / "more"], tmp_path / "out", n_boot=50)
+    r = build_report([logs, tmp_path / "more"], tmp_path / "out", allow_mixed=True, n_boot=50)
+    assert r.warnings and "Mixed runs compared" in r.markdown.read_text()
+    assert (
+        cli_main(["report", str(logs), str(tmp_path / "more"), "--out", str(tmp_path / "o")]) == 2
+    )
+
+
+def test_html_renders_in_headless_chromium(logs, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium is not installed")
+    r = build_report([logs], tmp_path / "out", n_boot=50)
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=chromium,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
+        page = browser.new_page()
+        problems = []
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.on("requestfailed", lambda req: problems.append(f"request failed: {req.url}"))
+        page.goto(r.html.as_uri())
+        page.wait_for_load_state("load")
+        sizes = page.evaluate(
+            "Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)"
+        )
+        page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        browser.close()
+    assert problems == []
+    assert len(sizes) == len(r.figures) and all(w > 100 for w in sizes)
