@@ -78,6 +78,36 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+#: task -> module whose ``subset_source(data_dir)`` gives (revision, strata, key texts)
+SUBSET_SOURCES = {
+    "oncology_rct": "med_evals.tasks.oncology_rct",
+    "medevidence": "med_evals.tasks.medevidence",
+    "healthfc": "med_evals.tasks.healthfc",
+    "medreqal": "med_evals.tasks.medreqal",
+}
+
+
+def _subset_make(args: argparse.Namespace) -> int:
+    import importlib
+
+    from med_evals.subsets import draw_stratified, write_subset
+
+    if args.task not in SUBSET_SOURCES:
+        print(f"error: no subset source for task {args.task}", file=sys.stderr)
+        return 2
+    module = importlib.import_module(SUBSET_SOURCES[args.task])
+    revision, strata, key_text = module.subset_source(args.data_dir)
+    ids = draw_stratified(strata, args.size, seed=args.seed)
+    path = write_subset(
+        args.task, args.name, revision, ids, key_text, ["gold label"], args.seed, args.version
+    )
+    counts: dict[str, int] = {}
+    for i in ids:
+        counts[str(strata[i])] = counts.get(str(strata[i]), 0) + 1
+    print(f"wrote {path}: {len(ids)} items; per stratum: {counts}")
+    return 0
+
+
 def _emit(df: pd.DataFrame, out: str | None) -> None:
     if out:
         df.to_csv(out, index=False)
@@ -128,6 +158,17 @@ def main(argv: list[str] | None = None) -> int:
         "else ../shared/reference beside the repository)",
     )
     p.set_defaults(func=_report)
+
+    p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
+    subsub = p.add_subparsers(dest="subset_command", required=True)
+    q = subsub.add_parser("make", help="draw a stratified subset and store its ids in datasets/")
+    q.add_argument("task", choices=sorted(SUBSET_SOURCES))
+    q.add_argument("name", help="subset name, e.g. smoke or ci")
+    q.add_argument("--size", type=int, required=True)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--version", type=int, default=1)
+    q.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
+    q.set_defaults(func=_subset_make)
 
     args = parser.parse_args(argv)
     return args.func(args)

@@ -24,6 +24,7 @@ from med_evals.scorers.effect import DISPLAY, FIVE, LABEL_SETS, effect_direction
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence_prompts as prompts
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.subsets import load_subset, select
 
 DATASET = "medevidence"
 FILE_250 = "manual_250-abstract.jsonl"
@@ -150,12 +151,24 @@ def record_to_sample(q: Mapping[str, Any], condition: str, scheme: str) -> Sampl
     )
 
 
+def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(revision, stratum = gold answer, identifying text = question) of the 250 questions."""
+    file = fetch(DATASET, FILE_250, data_dir)
+    qs = read_questions(file.path)
+    return (
+        file.manifest.revision,
+        {q["id"]: q["answer"] for q in qs},
+        {q["id"]: q["question"] for q in qs},
+    )
+
+
 @task
 def medevidence(
     condition: str | list[str] = "evidence",
     labels: str = "five",
     questions: str = "250",
     data_dir: str | None = None,
+    subset: str | None = None,
 ) -> Task:
     """Effect direction from Cochrane review questions (MedEvidence).
 
@@ -170,6 +183,8 @@ def medevidence(
             ``284`` (all questions from the spreadsheet; closed book only).
         data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else downloaded at the
             pinned commit).
+        subset: A stored subset of the 250 questions (``smoke``: 20, ``ci``: 100; stratified
+            by gold answer; ``datasets/subsets/medevidence-<name>.yaml``). Default: all.
 
     Defaults as in the authors' code: temperature 0, at most 4,096 output tokens.
     """
@@ -191,6 +206,14 @@ def medevidence(
     else:
         raise ValueError(f"questions must be 250 or 284, got {questions!r}")
 
+    if subset:
+        if str(questions) != "250":
+            raise ValueError("subsets are drawn from the 250 questions")
+        by_id = {q["id"]: q for q in qs}
+        keep = select(
+            by_id, load_subset("medevidence", subset), {k: q["question"] for k, q in by_id.items()}
+        )
+        qs = [by_id[i] for i in keep]
     samples = [record_to_sample(q, c, labels) for q in qs for c in conds]
     label_list = list(LABEL_SETS[labels].labels)
     return Task(
@@ -205,6 +228,7 @@ def medevidence(
             "study": "Polzak et al. 2026 (MedEvidence)",
             "conditions": conds,
             "labels": labels,
+            "subset": subset,
             "prompt": "run-med-evidence basic final_answer (barebones abstract); "
             "system 'follow instruction'",
             "data": file.provenance(),

@@ -28,6 +28,7 @@ from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, outcome_metrics, trial
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import prompts
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.subsets import load_subset, select
 
 DATASET = "oncology-rct-250-counterfactual"
 FILE = "trials.csv"
@@ -291,11 +292,23 @@ def record_to_sample(
     )
 
 
+def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(revision, stratum of each trial, identifying text of each trial) for drawing subsets."""
+    df, file = load_trials(data_dir)
+    ids = [str(i) for i in df.index]
+    return (
+        file.manifest.revision,
+        dict(zip(ids, df["Annotation_accept"], strict=True)),
+        dict(zip(ids, df["doi"], strict=True)),
+    )
+
+
 def build_samples(
     df: pd.DataFrame,
     conditions: Sequence[str],
     seed: int = 0,
     published_after: str | None = None,
+    trials: set[str] | None = None,
 ) -> list[Sample]:
     """Samples trial-major (every condition of trial 0, then trial 1, ...).
 
@@ -307,6 +320,8 @@ def build_samples(
     samples = []
     for pos, (trial, row) in enumerate(df.iterrows()):
         if cutoff and parse_trial_date(row["date"]) <= cutoff:
+            continue
+        if trials is not None and str(trial) not in trials:
             continue
         for name in conditions:
             samples.append(record_to_sample(row, int(trial), pos, CONDITIONS[name], controls))
@@ -321,6 +336,7 @@ def oncology_rct(
     seed: int = 0,
     data_dir: str | None = None,
     trials_file: str | None = None,
+    subset: str | None = None,
     provider_errors: str = "score",
 ) -> Task:
     """Classify oncology RCTs as POSITIVE / NEGATIVE (primary endpoint met) from one input variant.
@@ -342,6 +358,8 @@ def oncology_rct(
             downloaded from the pinned commit and cached).
         trials_file: Use this CSV (trials.csv schema) instead of the study's file, e.g. the
             output of ``counterfactual_build``; its sha256 is recorded in the log.
+        subset: A stored subset of trials (``smoke``: 20, ``ci``: 100; stratified by label;
+            ``datasets/subsets/oncology_rct-<name>.yaml``). Default: all trials.
         provider_errors: ``score`` (default, as the study): a provider failure left after
             Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
             behaviour (the sample errors; retry with ``inspect eval-retry``).
@@ -357,7 +375,12 @@ def oncology_rct(
     else:
         df, file = load_trials(data_dir)
         path, provenance = file.path, file.provenance()
-    samples = build_samples(df, names, seed=seed, published_after=published_after)
+    chosen = None
+    if subset:
+        sub = load_subset("oncology_rct", subset)
+        ids = {str(i): doi for i, doi in zip(df.index, df["doi"], strict=True)}
+        chosen = set(select(ids, sub, ids))
+    samples = build_samples(df, names, seed=seed, published_after=published_after, trials=chosen)
     if not samples:
         raise ValueError(f"no trial published after {published_after}")
     pairs = list(DEFAULT_FLIP_PAIRS)
@@ -380,6 +403,7 @@ def oncology_rct(
             "published_after": published_after,
             "n_trials": len({s.metadata["trial"] for s in samples}),
             "seed": seed,
+            "subset": subset,
             "prompt": "oncology_system_prompt_v1 (verbatim from the paper)",
             "parser": "strict: reply.strip().upper() in {POSITIVE, NEGATIVE} (study's rule)",
             "data": provenance,

@@ -1,0 +1,55 @@
+from collections import Counter
+
+import pandas as pd
+import pytest
+
+from med_evals.data import DatasetError
+from med_evals.subsets import draw_stratified, key_hash, load_subset
+from med_evals.tasks.medevidence import medevidence
+from med_evals.tasks.oncology_rct import oncology_rct
+
+
+def test_draw_keeps_strata_shares_and_is_seeded():
+    strata = {str(i): ("A" if i < 60 else "B" if i < 90 else "C") for i in range(100)}
+    ids = draw_stratified(strata, 20, seed=3)
+    assert len(ids) == 20 == len(set(ids))
+    assert Counter(strata[i] for i in ids) == {"A": 12, "B": 6, "C": 2}
+    assert draw_stratified(strata, 20, seed=3) == ids and draw_stratified(strata, 20, seed=4) != ids
+    assert draw_stratified(strata, 500) == sorted(strata, key=int)
+
+
+def test_stored_subsets_are_stratified_and_sized():
+    smoke, ci = load_subset("oncology_rct", "smoke"), load_subset("oncology_rct", "ci")
+    assert (len(smoke.ids), len(ci.ids)) == (20, 100)
+    assert smoke.revision == "1ddaa9fc5a2b6f7da64714859bf51a7b9a70dc77"
+    assert len(load_subset("medevidence", "smoke").ids) == 20
+    with pytest.raises(DatasetError, match="no subset 'nightly' for task oncology_rct"):
+        load_subset("oncology_rct", "nightly")
+
+
+def test_subset_selects_the_stored_trials(shared_datasets):
+    task = oncology_rct(
+        condition="title_only,doi_only", subset="smoke", data_dir=str(shared_datasets)
+    )
+    trials = {s.metadata["trial"] for s in task.dataset}
+    assert {str(t) for t in trials} == set(load_subset("oncology_rct", "smoke").ids)
+    assert len(task.dataset) == 40
+    labels = Counter(s.target for s in task.dataset if s.metadata["condition"] == "title_only")
+    assert labels == {"POSITIVE": 12, "NEGATIVE": 8}
+    me = medevidence(subset="ci", data_dir=str(shared_datasets))
+    assert len(me.dataset) == 100
+
+
+def test_subset_detects_drifted_data(shared_datasets, tmp_path):
+    df = pd.read_csv(
+        shared_datasets / "oncology-rct-250-counterfactual" / "trials.csv",
+        dtype=str,
+        keep_default_na=False,
+    )
+    first = int(load_subset("oncology_rct", "smoke").ids[0])
+    df.loc[first, "doi"] = "10.9999/changed"
+    path = tmp_path / "trials.csv"
+    df.to_csv(path, index=False)
+    assert key_hash("10.9999/changed") != load_subset("oncology_rct", "smoke").hashes[str(first)]
+    with pytest.raises(DatasetError, match=f"item {first} no longer holds the data"):
+        oncology_rct(trials_file=str(path), subset="smoke")
