@@ -78,6 +78,38 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _baseline(args: argparse.Namespace) -> int:
+    from med_evals.regress import make_baseline, save_baseline
+
+    baseline = make_baseline(args.logs)
+    save_baseline(baseline, args.output)
+    for line in baseline["skipped"]:
+        print(f"skipped: {line}", file=sys.stderr)
+    runs = ", ".join(
+        f"{r['task']} / {r['model']} ({len(r['samples'])} samples)" for r in baseline["runs"]
+    )
+    print(f"wrote {args.output}: {runs}")
+    return 0
+
+
+def _regress(args: argparse.Namespace) -> int:
+    from med_evals.regress import format_rows, read_baseline, regress
+
+    rows, notes = regress(read_baseline(args.baseline), args.logs, alpha=args.alpha)
+    for line in notes:
+        print(f"note: {line}", file=sys.stderr)
+    print(format_rows(rows))
+    bad = [r for r in rows if r.verdict == "REGRESSION"]
+    changed = [r for r in rows if r.verdict == "setup changed"]
+    if changed:
+        print(f"\n{len(changed)} run(s) with a changed setup: not compared; record a new baseline")
+    if not rows:
+        print("no run matched the baseline", file=sys.stderr)
+        return 2
+    print(f"\n{len(bad)} regression(s) beyond sampling noise (alpha={args.alpha})")
+    return 1 if bad else 0
+
+
 #: task -> module whose ``subset_source(data_dir)`` gives (revision, strata, key texts)
 SUBSET_SOURCES = {
     "oncology_rct": "med_evals.tasks.oncology_rct",
@@ -158,6 +190,17 @@ def main(argv: list[str] | None = None) -> int:
         "else ../shared/reference beside the repository)",
     )
     p.set_defaults(func=_report)
+
+    p = sub.add_parser("baseline", help="record runs' metrics and per-sample results")
+    p.add_argument("logs", nargs="+", help="log files or directories")
+    p.add_argument("-o", "--output", required=True, help="baseline JSON to write")
+    p.set_defaults(func=_baseline)
+
+    p = sub.add_parser("regress", help="compare new runs with a baseline; exit 1 on regression")
+    p.add_argument("logs", nargs="+", help="log files or directories of the new runs")
+    p.add_argument("--baseline", required=True, help="baseline JSON from `med-evals baseline`")
+    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
+    p.set_defaults(func=_regress)
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
     subsub = p.add_subparsers(dest="subset_command", required=True)
