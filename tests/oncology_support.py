@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 from med_evals.data import git_blob_sha1_of, sha256_of
@@ -38,3 +39,14 @@ def install_fixture(tmp: Path, monkeypatch, csv: Path = FIXTURE_CSV) -> Path:
     monkeypatch.setenv("MED_EVALS_MANIFEST_DIR", str(manifests))
     monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp / "data"))
     return tmp / "data"
+
+
+def big_fixture_csv(tmp: Path, copies: int = 20) -> Path:
+    """A larger corpus in the same schema: the fixture's trials repeated, DOIs made unique."""
+    base = pd.read_csv(FIXTURE_CSV, dtype=str, keep_default_na=False)
+    big = pd.concat([base] * copies, ignore_index=True)
+    big["doi"] = [f"{d}.{i}" for i, d in enumerate(big["doi"])]
+    big[big.columns[0]] = range(len(big))
+    path = tmp / "trials_big.csv"
+    big.to_csv(path, index=False)
+    return path

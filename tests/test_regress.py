@@ -1,6 +1,5 @@
 import json
 
-import pandas as pd
 import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
@@ -10,7 +9,7 @@ from med_evals.regress import make_baseline, read_baseline, regress
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
-from .oncology_support import FIXTURE_CSV, install_fixture
+from .oncology_support import big_fixture_csv, install_fixture
 
 
 @pytest.fixture(scope="module")
@@ -18,13 +17,7 @@ def runs(tmp_path_factory):
     """A 120-trial corpus (the fixture's 6 trials repeated) and runs of four 'models'."""
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp("regress")
-    base = pd.read_csv(FIXTURE_CSV, dtype=str, keep_default_na=False)
-    big = pd.concat([base] * 20, ignore_index=True)
-    big["doi"] = [f"{d}.{i}" for i, d in enumerate(big["doi"])]
-    big[""] = range(len(big))
-    csv = tmp / "trials.csv"
-    big.to_csv(csv, index=False)
-    install_fixture(tmp, mp, csv=csv)
+    install_fixture(tmp, mp, csv=big_fixture_csv(tmp))
 
     def reader(wrong_every: int):
         count = {"n": 0}

@@ -144,6 +144,12 @@ def read_trials(path: Path) -> pd.DataFrame:
         labels={"Annotation_accept": labels, "target_label": labels},
         non_empty=NON_EMPTY,
     )
+    dup = df.index[df["doi"].duplicated()]
+    if len(dup):
+        raise DatasetError(
+            f"{path}: row {dup[0] + 1}, column 'doi': duplicate DOI {df['doi'][dup[0]]!r} "
+            "(trials must be unique)"
+        )
     for i, row in df.iterrows():
         if row["target_label"] != invert_outcome(row["Annotation_accept"]):
             raise DatasetError(

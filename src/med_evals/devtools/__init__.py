@@ -1,0 +1,1 @@
+"""Development tools shared by tests and benchmarks (not used by the tasks)."""
