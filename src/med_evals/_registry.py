@@ -1,6 +1,7 @@
 """Inspect entry point: importing this module registers every med_evals task."""
 
 # ruff: noqa: F401
+from med_evals.models.providers import embedded, replay
 from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
 from med_evals.tasks.medevidence import medevidence
 from med_evals.tasks.oncology_rct import oncology_rct

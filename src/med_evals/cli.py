@@ -60,6 +60,12 @@ def _score_recorded(args: argparse.Namespace) -> int:
     return 0
 
 
+def _recorded_to_replay(args: argparse.Namespace) -> int:
+    from med_evals.models.recorded_replay import cli
+
+    return cli(args)
+
+
 def _report(args: argparse.Namespace) -> int:
     from med_evals.report import ReportError, build_report
 
@@ -175,6 +181,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     p.add_argument("--out", help="also write the table as CSV")
     p.set_defaults(func=_score_recorded)
+
+    p = sub.add_parser(
+        "recorded-to-replay",
+        help="write recorded oncology replies as replay files (one JSONL per model)",
+    )
+    p.add_argument("table", help="wide (<model>_<condition>_response_raw) or long CSV")
+    p.add_argument("--out", required=True, help="directory for <model>.jsonl files")
+    p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
+    p.add_argument(
+        "--by-row", action="store_true", help="table rows are trials 0..n-1 (no DOI match)"
+    )
+    p.set_defaults(func=_recorded_to_replay)
 
     p = sub.add_parser("report", help="paper-style report (Markdown, HTML, PNG) from logs")
     p.add_argument("logs", nargs="+", help="log files or directories, any number of models")

@@ -20,13 +20,23 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Reply = Callable[[list[dict[str, Any]]], str]
+Reply = Callable[[str], str]
 
 
-def echo_label(messages: list[dict[str, Any]]) -> str:
+def echo_label(text: str) -> str:
     """Default reply: a POSITIVE/NEGATIVE reading of the last user message."""
-    text = str(messages[-1].get("content", "")) if messages else ""
     return "NEGATIVE" if "did not meet" in text or "not significantly" in text else "POSITIVE"
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    return "".join(part.get("text", "") for part in content or [])
+
+
+def _last_user(body: dict[str, Any]) -> str:
+    users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    return _text(users[-1]["content"]) if users else ""
 
 
 class FakeOpenAIServer:
@@ -39,8 +49,10 @@ class FakeOpenAIServer:
         hang_seconds: float = 30.0,
         seed: int = 0,
         port: int = 0,
+        model: str = "fake-model",
     ) -> None:
-        self.reply, self.latency = reply, latency
+        self.reply, self.latency, self.model = reply, latency, model
+        self.requests: list[tuple[str, dict[str, Any]]] = []
         self.error_rate, self.hang_rate, self.hang_seconds = error_rate, hang_rate, hang_seconds
         self._rng = random.Random(seed)
         self._lock = threading.Lock()
@@ -68,12 +80,19 @@ class FakeOpenAIServer:
                     pass
 
             def do_GET(self) -> None:  # noqa: N802
-                self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+                with server._lock:
+                    server.requests.append((self.path, {}))
+                if self.path.rstrip("/").endswith("/models"):
+                    card = {"id": server.model, "object": "model", "max_model_len": 8192}
+                    self._send(200, {"object": "list", "data": [card]})
+                else:
+                    self._send(404, {"error": "not found"})
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server._lock:
+                    server.requests.append((self.path, body))
                     server.authorization.append(self.headers.get("Authorization", ""))
                     roll = server._rng.random()
                     server.counts["requests"] += 1
@@ -90,9 +109,12 @@ class FakeOpenAIServer:
                     return
                 if server.latency:
                     time.sleep(server.latency)
-                text = server.reply(body.get("messages", []))
+                text = server.reply(_last_user(body))
                 with server._lock:
                     server.counts["ok"] += 1
+                if self.path.endswith("/messages"):
+                    self._send(200, server._anthropic(body, text))
+                    return
                 self._send(
                     200,
                     {
@@ -115,9 +137,28 @@ class FakeOpenAIServer:
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
+    @staticmethod
+    def _anthropic(body: dict[str, Any], text: str) -> dict[str, Any]:
+        return {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": body.get("model"),
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+
+    @property
+    def url(self) -> str:
+        """The server root (Anthropic's base URL)."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        """The OpenAI-style base URL (``.../v1``)."""
+        return f"{self.url}/v1"
 
     def __enter__(self) -> FakeOpenAIServer:
         self._thread.start()

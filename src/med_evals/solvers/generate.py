@@ -9,13 +9,15 @@ scored as ``ERROR``. Inspect's own control flow (limits, cancellation) is never 
 
 from __future__ import annotations
 
+from inspect_ai._util.error import PrerequisiteError
+from inspect_ai._util.exception import TerminateSampleError
 from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
+from inspect_ai.util import LimitExceededError
 
 GENERATE_ERROR = "generate_error"
 
-
-def _is_inspect_control(ex: BaseException) -> bool:
-    return type(ex).__module__.startswith("inspect_ai.")
+#: Inspect's own control flow and configuration errors: never recorded as a provider failure.
+_CONTROL = (LimitExceededError, TerminateSampleError, PrerequisiteError)
 
 
 @solver
@@ -27,7 +29,7 @@ def generate_or_record_error() -> Solver:
         try:
             return await gen(state, generate_fn)
         except Exception as ex:  # noqa: BLE001 - recorded, counted and shown in the log
-            if _is_inspect_control(ex):
+            if isinstance(ex, _CONTROL):
                 raise
             state.metadata[GENERATE_ERROR] = f"{type(ex).__name__}: {ex}"
             return state

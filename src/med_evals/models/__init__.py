@@ -1,0 +1,1 @@
+"""Model providers: ``embedded/<model>`` (a GGUF model in process) and ``replay/<file>``."""

@@ -1,0 +1,170 @@
+import json
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import get_model
+
+from med_evals.models.replay import ReplayError, read_recording
+from med_evals.tasks.oncology_rct import oncology_rct
+
+from ..conftest import replying
+from ..oncology_support import install_fixture
+
+
+@pytest.fixture
+def fixture_data(tmp_path, monkeypatch):
+    install_fixture(tmp_path, monkeypatch)
+
+
+def _reply(text: str) -> str:
+    # deterministic, varied: valid, lower-case (invalid under the strict rule) and empty
+    n = len(text) % 3
+    return ["POSITIVE", "negative", ""][n]
+
+
+def _metrics(log):
+    return {name: m.value for s in log.results.scores for name, m in s.metrics.items()}
+
+
+def _scores(log):
+    return {(s.id, s.epoch): s.scores["trial_outcome"].value for s in log.samples}
+
+
+def _run(model, tmp_path, name, **kw):
+    (log,) = inspect_eval(
+        oncology_rct(condition="title_abstract,title_only"),
+        model=model,
+        log_dir=str(tmp_path / name),
+        display="none",
+        **kw,
+    )
+    assert log.status == "success", log.error
+    return log
+
+
+def _write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_replaying_a_log_reproduces_its_scores_and_metrics(fixture_data, tmp_path):
+    mock = get_model("mockllm/model", custom_outputs=replying(_reply))
+    original = _run(mock, tmp_path, "orig", epochs=2)
+    assert original.samples[0].output.completion in ("POSITIVE", "negative", "")
+
+    replays = [_run(f"replay/{original.location}", tmp_path, f"r{i}", epochs=2) for i in (1, 2)]
+    for replayed in replays:
+        assert _scores(replayed) == _scores(original)
+        assert _metrics(replayed) == pytest.approx(_metrics(original), nan_ok=True)
+        assert replayed.eval.model == f"replay/{original.location}"
+    # a directory of logs is a recording too
+    from_dir = _run(f"replay/{tmp_path / 'orig'}", tmp_path, "dir", epochs=2)
+    assert _scores(from_dir) == _scores(original)
+
+
+def test_jsonl_replay_serves_replies_by_task_sample_and_epoch(fixture_data, tmp_path):
+    task = oncology_rct(condition="title_abstract")
+    ids = [s.id for s in task.dataset]
+    rows = [
+        {
+            "task": "med_evals/oncology_rct",
+            "id": i,
+            "epoch": e,
+            "reply": "POSITIVE" if e == 1 else "NEGATIVE",
+        }
+        for i in ids
+        for e in (1, 2)
+    ]
+    rows[0] = {"task": "oncology_rct", "id": ids[0], "epoch": 1, "reply": None, "error": "HTTP 500"}
+    path = _write_jsonl(tmp_path / "replies.jsonl", rows)
+    (log,) = inspect_eval(
+        oncology_rct(condition="title_abstract"),
+        model=f"replay/{path}",
+        epochs=2,
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+    )
+    assert log.status == "success"
+    by_key = {(s.id, s.epoch): s for s in log.samples}
+    assert by_key[(ids[1], 1)].output.completion == "POSITIVE"
+    assert by_key[(ids[1], 2)].output.completion == "NEGATIVE"
+    # a recorded failure is replayed as a failure: scored ERROR, counted apart
+    assert by_key[(ids[0], 1)].scores["trial_outcome"].value["prediction"] == "ERROR"
+    assert "HTTP 500" in by_key[(ids[0], 1)].scores["trial_outcome"].explanation
+    assert by_key[(ids[0], 2)].scores["trial_outcome"].value["prediction"] == "NEGATIVE"
+
+
+@pytest.mark.parametrize("provider_errors", ["score", "raise"])
+def test_a_missing_record_stops_the_run(fixture_data, tmp_path, provider_errors):
+    task = oncology_rct(condition="title_abstract", provider_errors=provider_errors)
+    ids = [s.id for s in task.dataset]
+    path = _write_jsonl(
+        tmp_path / "partial.jsonl", [{"id": i, "reply": "POSITIVE"} for i in ids[1:]]
+    )
+    (log,) = inspect_eval(
+        task, model=f"replay/{path}", log_dir=str(tmp_path / "logs"), display="none"
+    )
+    assert log.status == "error"
+    assert f"no record for call 1 of task 'oncology_rct', sample '{ids[0]}', epoch 1" in (
+        log.error.message
+    )
+    assert str(path) in log.error.message
+
+
+def test_a_second_epoch_without_record_stops_the_run(fixture_data, tmp_path):
+    task = oncology_rct(condition="title_abstract")
+    path = _write_jsonl(
+        tmp_path / "r.jsonl", [{"id": s.id, "reply": "NEGATIVE"} for s in task.dataset]
+    )
+    (log,) = inspect_eval(
+        task, model=f"replay/{path}", epochs=2, log_dir=str(tmp_path / "l"), display="none"
+    )
+    assert log.status == "error"
+    assert "epoch 2 (no record)" in log.error.message
+
+
+def test_records_of_another_task_do_not_match(fixture_data, tmp_path):
+    task = oncology_rct(condition="title_abstract")
+    rows = [{"task": "medreqal", "id": s.id, "reply": "POSITIVE"} for s in task.dataset]
+    path = _write_jsonl(tmp_path / "other.jsonl", rows)
+    (log,) = inspect_eval(task, model=f"replay/{path}", log_dir=str(tmp_path / "l"), display="none")
+    assert log.status == "error"
+    assert "task 'oncology_rct'" in log.error.message
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("not json", "line 2: not JSON"),
+        ('{"reply": "POSITIVE"}', "line 2: no 'id'"),
+        ('{"id": "a"}', "line 2: no 'reply'"),
+        ('{"id": "a", "reply": 3}', "line 2: 'reply' must be a string or null"),
+        ('{"id": "a", "reply": "x", "epoch": "one"}', "line 2: 'epoch' must be an integer"),
+    ],
+)
+def test_bad_jsonl_lines_are_named(tmp_path, line, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "ok", "reply": "POSITIVE"}\n' + line + "\n")
+    with pytest.raises(ReplayError, match=message):
+        read_recording(path)
+
+
+def test_unreadable_recordings(tmp_path):
+    with pytest.raises(ReplayError, match="not found"):
+        read_recording(tmp_path / "nope.jsonl")
+    (tmp_path / "x.csv").write_text("a\n")
+    with pytest.raises(ReplayError, match="a .jsonl file, an Inspect log or a directory"):
+        read_recording(tmp_path / "x.csv")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ReplayError, match="no Inspect logs"):
+        read_recording(tmp_path / "empty")
+
+
+def test_jsonl_usage_is_carried(tmp_path):
+    path = _write_jsonl(
+        tmp_path / "u.jsonl",
+        [{"id": 7, "reply": "POSITIVE", "usage": {"input_tokens": 120, "output_tokens": 2}}],
+    )
+    (rec,) = read_recording(path)[("*", "7", 1)]
+    assert rec.output.completion == "POSITIVE"
+    assert (rec.output.usage.input_tokens, rec.output.usage.total_tokens) == (120, 122)
