@@ -53,3 +53,19 @@ def test_subset_detects_drifted_data(shared_datasets, tmp_path):
     assert key_hash("10.9999/changed") != load_subset("oncology_rct", "smoke").hashes[str(first)]
     with pytest.raises(DatasetError, match=f"item {first} no longer holds the data"):
         oncology_rct(trials_file=str(path), subset="smoke")
+
+
+def test_verdict_task_subsets(shared_datasets):
+    from med_evals.tasks.healthfc import healthfc
+
+    task = healthfc(subset="smoke", data_dir=str(shared_datasets), generation_scoring=False)
+    assert len(task.dataset) == 20
+    assert Counter(s.target for s in task.dataset) == {
+        "NOT ENOUGH INFORMATION": 11,
+        "SUPPORTED": 6,
+        "REFUTED": 3,
+    }
+    # MedREQAL's file is not on this machine: its subsets are drawn where it is, and asking
+    # for one that was never drawn says how
+    with pytest.raises(DatasetError, match="med-evals subset make medreqal smoke"):
+        load_subset("medreqal", "smoke")

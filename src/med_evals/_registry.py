@@ -3,5 +3,7 @@
 # ruff: noqa: F401
 from med_evals.models.providers import embedded, replay
 from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
+from med_evals.tasks.healthfc import healthfc
 from med_evals.tasks.medevidence import medevidence
+from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct

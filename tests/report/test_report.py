@@ -1,4 +1,5 @@
 import shutil
+from pathlib import Path
 
 import pytest
 from inspect_ai import Task
@@ -153,3 +154,39 @@ def test_html_renders_in_headless_chromium(logs, tmp_path):
         browser.close()
     assert problems == []
     assert len(sizes) == len(r.figures) and all(w > 100 for w in sizes)
+
+
+def test_medreqal_tables(tmp_path, shared_datasets):
+    from med_evals.tasks.medreqal import medreqal
+
+    fixture = Path(__file__).resolve().parents[2] / "datasets/fixtures/medreqal_fixture.csv"
+    replies = {
+        "a": "LABEL: SUPPORTED. A Cochrane review found benefit.",
+        "b": "LABEL: NOT ENOUGH INFORMATION. Evidence is limited.",
+    }
+    for name, reply in replies.items():
+        model = get_model(f"mockllm/{name}", custom_outputs=replying(lambda t, r=reply: r))
+        inspect_eval(
+            medreqal(data_file=str(fixture), bertscore=False),
+            model=model,
+            display="none",
+            log_dir=str(tmp_path / "logs"),
+        )
+    r = build_report(
+        [tmp_path / "logs"],
+        tmp_path / "out",
+        reference=shared_datasets.parent / "reference",
+        n_boot=50,
+    )
+    lines = r.markdown.read_text().splitlines()
+    assert "*Published: MedREQAL Table 2 (theirs)*" in lines
+    # Table 3: predicted-label counts beside the gold counts (fixture: 5 / 2 / 5)
+    assert "| mockllm/a (chat) | 12 | 0 | 0 | 0 | 0 |" in lines
+    assert "| mockllm/b (chat) | 0 | 0 | 12 | 0 | 0 |" in lines
+    assert "| gold | 5 | 2 | 5 |  |  |" in lines
+    # Table 5: evidence mentions
+    assert "| mockllm/a (chat) | 12 | 12 | 0 |" in lines
+    assert "| mockllm/b (chat) | 0 | 0 | 0 |" in lines
+    # Table 2: accuracy over all samples in %, a = 5/12 right, b = 5/12 right
+    t2 = [line for line in lines if line.startswith("| mockllm/a (chat) | 12 | 41.667")]
+    assert t2, "Table 2 row of model a"

@@ -1,0 +1,219 @@
+"""The SUPPORTED / REFUTED / NOT ENOUGH INFORMATION label family: parser and scorer.
+
+MedREQAL and HealthFC share the three labels, the reply parser and the classification scorer.
+
+:func:`parse_verdict` reads a reply in three steps, stopping at the first that finds a label:
+
+1. An explicit ``LABEL: ...`` (as the prompts ask): any case, markdown (``**LABEL:** ...``),
+   brackets or quotes around the label, trailing punctuation; ``Predicted label``,
+   ``Final label`` and ``The label is ...`` count too. The first such line with a label wins,
+   whatever else the reply says.
+2. The label written in capitals as instructed (``SUPPORTED``, ``REFUTED``,
+   ``NOT ENOUGH INFORMATION``, also ``NOT ENOUGH INFO``), anywhere: one distinct label is the
+   answer; two different ones make the reply ``INVALID``. ``NOT SUPPORTED`` is not SUPPORTED.
+3. A label in any case where a reply states its answer: its first words (``Supported. ...``),
+   its last words (``... the answer is: refuted.``), after ``answer``/``verdict``/``conclusion``
+   (``Verdict: Supported``), or alone in brackets (``(Not enough information)``); failing those,
+   the phrase ``not enough information`` anywhere. Again two different labels are ``INVALID``.
+
+Lower-case ``supported``/``refuted`` inside a sentence ("supported by two trials") is prose, not
+a label. No reply (``None``, empty) is ``ERROR``; a reply with no label is ``INVALID``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from inspect_ai.scorer import Score, Scorer, ScoreReducer, Target, score_reducer, scorer
+from inspect_ai.solver import TaskState
+
+from med_evals.scorers.classification import (
+    accuracy_all,
+    accuracy_valid,
+    macro_f1_all,
+    macro_f1_valid,
+)
+from med_evals.scorers.labels import ERROR, INVALID, LabelSet
+from med_evals.scorers.reducers import majority_label
+from med_evals.scorers.verdict_metrics import (
+    accuracy_by_category,
+    accuracy_by_strength,
+    confusion_matrix,
+    macro_f1_by_category,
+    macro_f1_by_strength,
+    predicted_label_counts,
+)
+from med_evals.solvers.generate import GENERATE_ERROR
+
+SUPPORTED = "SUPPORTED"
+REFUTED = "REFUTED"
+NEI = "NOT ENOUGH INFORMATION"
+
+#: MedREQAL and HealthFC: the order is the one used for confusion matrices and macro-F1.
+VERDICT = LabelSet("verdict", (SUPPORTED, REFUTED, NEI))
+
+#: The datasets' integer codes (MedREQAL ``label`` and HealthFC ``label``).
+LABEL_CODES = {"0": SUPPORTED, "1": NEI, "2": REFUTED}
+
+# one alternation, longest first; "NOT ENOUGH INFO" is how the paper itself abbreviates NEI
+_LABEL_WORDS = r"not\s+enough\s+info(?:rmation)?|supported|refuted"
+_WRAP = r"[\s*_`\"'“”‘’\[\](){}<>]*"
+
+# step 1: "LABEL: X", "**Label**: (X)", "Predicted label - X", "The label is X"
+_LABEL_LINE = re.compile(
+    r"\blabel\b[\s*_`]*(?::|=|-|–|—|\bis\b)" + _WRAP + r"(" + _LABEL_WORDS + r")\b",
+    re.IGNORECASE,
+)
+# step 2: capitals only, and not "NOT SUPPORTED" / "NOT REFUTED"
+_CAPS = re.compile(r"(?<![A-Za-z])(?<!NOT )(NOT\s+ENOUGH\s+INFO(?:RMATION)?|SUPPORTED|REFUTED)\b")
+# step 3: where a reply states its answer
+_START = re.compile(
+    r"^" + _WRAP + r"(?:answer\s*:\s*)?" + _WRAP + r"(" + _LABEL_WORDS + r")\b", re.I
+)
+_END = re.compile(r"\b(" + _LABEL_WORDS + r")" + r"[\s*_`\"'“”‘’\[\](){}<>.!:;,]*$", re.I)
+_CUE = re.compile(
+    r"\b(?:answer|verdict|conclusion|prediction|classification|rating)\b[\s*_`]*(?::|\bis\b)"
+    + _WRAP
+    + r"("
+    + _LABEL_WORDS
+    + r")\b",
+    re.I,
+)
+_BRACKETED = re.compile(r"[(\[]" + r"[\s*_`\"']*(" + _LABEL_WORDS + r")[\s*_`\"'.]*[)\]]", re.I)
+_NEI_PHRASE = re.compile(r"\b(not\s+enough\s+information)\b", re.I)
+_NOT_BEFORE = re.compile(r"\bnot[\s*_`\"'(\[]*$", re.I)
+
+
+def normalise_label(text: str) -> str:
+    """``'Not enough  info'`` -> ``NOT ENOUGH INFORMATION``; ``'refuted'`` -> ``REFUTED``."""
+    t = " ".join(text.split()).upper()
+    return NEI if t.startswith("NOT ENOUGH") else t
+
+
+def _distinct(matches: list[re.Match[str]], text: str) -> set[str]:
+    found = set()
+    for m in matches:
+        if _NOT_BEFORE.search(text[: m.start(1)]):  # "not supported", "NOT (REFUTED)"
+            continue
+        found.add(normalise_label(m.group(1)))
+    return found
+
+
+def _one(labels: set[str]) -> str | None:
+    """The label if exactly one was found; INVALID for two or more; None for none."""
+    if len(labels) == 1:
+        return next(iter(labels))
+    return INVALID if labels else None
+
+
+def parse_verdict(reply: str | None) -> str:
+    """A reply's label: one of :data:`VERDICT`'s labels, ``INVALID`` or ``ERROR``."""
+    if reply is None or reply.strip() == "":
+        return ERROR
+    text = reply.strip()
+
+    for m in _LABEL_LINE.finditer(text):
+        if not _NOT_BEFORE.search(text[m.start() : m.start(1)]):
+            return normalise_label(m.group(1))
+
+    found = _one(_distinct(list(_CAPS.finditer(text)), text))
+    if found is not None:
+        return found
+
+    stated: list[re.Match[str]] = []
+    for pattern in (_START, _END):
+        m = pattern.search(text)
+        if m:
+            stated.append(m)
+    stated += list(_CUE.finditer(text)) + list(_BRACKETED.finditer(text))
+    found = _one(_distinct(stated, text))
+    if found is not None:
+        return found
+
+    if _distinct(list(_NEI_PHRASE.finditer(text)), text):
+        return NEI
+    return INVALID
+
+
+def target_label(target: Target | str) -> str:
+    """The gold label of a sample: a label name or its integer code."""
+    text = target.text if isinstance(target, Target) else target
+    label = LABEL_CODES.get(text.strip(), normalise_label(text))
+    if not VERDICT.is_label(label):
+        raise ValueError(f"target {text!r} is not one of {VERDICT.labels}")
+    return label
+
+
+@scorer(
+    metrics=[
+        accuracy_all(),
+        accuracy_valid(),
+        macro_f1_all([SUPPORTED, REFUTED, NEI]),
+        macro_f1_valid([SUPPORTED, REFUTED, NEI]),
+        predicted_label_counts(),
+        confusion_matrix(),
+        accuracy_by_category(),
+        macro_f1_by_category(),
+        accuracy_by_strength(),
+        macro_f1_by_strength(),
+    ]
+)
+def verdict() -> Scorer:
+    """Parse the reply's S/R/NEI label and compare it with the gold label.
+
+    ``Score.value`` holds what the metrics need and what must survive epoch reduction:
+    ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample has
+    them, ``category`` and ``strength``. ``answer`` is the parsed label; ``explanation`` the reply.
+    """
+
+    async def score(state: TaskState, target: Target) -> Score:
+        reply = state.output.completion if state.output and state.output.choices else None
+        if state.metadata.get(GENERATE_ERROR):
+            reply = None
+        prediction = parse_verdict(reply)
+        value: dict[str, str | bool] = {
+            "prediction": prediction,
+            "target": target_label(target),
+            "valid": VERDICT.is_label(prediction),
+        }
+        for key in ("category", "strength"):
+            if state.metadata.get(key):
+                value[key] = str(state.metadata[key])
+        return Score(
+            value=value,
+            answer=prediction,
+            explanation=reply or state.metadata.get(GENERATE_ERROR) or "",
+            metadata={"label_set": VERDICT.name, "parser": "parse_verdict"},
+        )
+
+    return score
+
+
+@score_reducer(name="verdict_majority")
+def verdict_majority() -> ScoreReducer:
+    """Epoch reducer for the verdict tasks: :func:`majority_label`, with float values averaged.
+
+    Labels (``prediction``, ``valid``, ``category``, evidence-mention flags) take the majority
+    across epochs, ties going to the first epoch; float values (ROUGE-L, BERTScore) take the
+    mean, which a majority of distinct numbers would not give.
+    """
+    majority = majority_label()
+
+    def reduce(scores: list[Score]) -> Score:
+        reduced = majority(scores)
+        first = scores[0].value
+        if isinstance(first, dict) and isinstance(reduced.value, dict):
+            value = dict(reduced.value)
+            for key, v in first.items():
+                if isinstance(v, float):
+                    value[key] = float(np.mean([float(s.value[key]) for s in scores]))  # type: ignore[index]
+            reduced = Score(
+                value=value,
+                answer=reduced.answer,
+                explanation=reduced.explanation,
+                metadata=reduced.metadata,
+            )
+        return reduced
+
+    return reduce

@@ -1,0 +1,138 @@
+"""Classification metrics for the S/R/NEI verdict scorer (MedREQAL Tables 2 and 3).
+
+Accuracy and macro-F1 over all samples and over valid ones are the shared metrics of
+:mod:`med_evals.scorers.classification` (one registry name each for every task). Each metric
+here reads ``Score.value`` (a dict with ``prediction``, ``target``, ``valid`` and,
+where the dataset has them, ``category`` and ``strength``), so it works unchanged after epoch
+reduction. Names say over which samples a metric is computed:
+
+- ``*_all``: every sample; an invalid reply (or no reply) counts as wrong. The paper's setting.
+- ``*_valid``: only samples whose reply stated exactly one label.
+
+Macro-F1 averages the F1 of the three labels (scikit-learn, ``zero_division=0``); a prediction
+that is not a label is a miss for its gold label and a false positive for no label.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+
+from inspect_ai.scorer import Metric, SampleScore, metric
+from sklearn.metrics import accuracy_score, f1_score
+
+from med_evals.scorers.labels import ERROR, INVALID
+
+# the three labels in the order used everywhere (kept here so metrics need no scorer import)
+LABELS = ("SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION")
+_KEY = {
+    "SUPPORTED": "supported",
+    "REFUTED": "refuted",
+    "NOT ENOUGH INFORMATION": "nei",
+    INVALID: "invalid",
+    ERROR: "error",
+}
+
+
+def _pairs(scores: Sequence[SampleScore], valid_only: bool = False) -> tuple[list[str], list[str]]:
+    gold, pred = [], []
+    for s in scores:
+        v = s.score.value
+        if not isinstance(v, dict):
+            raise ValueError(f"verdict metrics need a dict score value, got {v!r}")
+        if valid_only and not v.get("valid"):
+            continue
+        gold.append(str(v["target"]))
+        pred.append(str(v["prediction"]))
+    return gold, pred
+
+
+def accuracy_of(gold: Sequence[str], pred: Sequence[str]) -> float:
+    """Share of predictions equal to the gold label (0.0 for no samples)."""
+    return float(accuracy_score(gold, pred)) if gold else 0.0
+
+
+def macro_f1_of(gold: Sequence[str], pred: Sequence[str]) -> float:
+    """Macro-F1 over the three labels (0.0 for no samples)."""
+    if not gold:
+        return 0.0
+    return float(f1_score(gold, pred, labels=list(LABELS), average="macro", zero_division=0))
+
+
+@metric
+def predicted_label_counts() -> Metric:
+    """How often each label was predicted, and how many replies were invalid or missing.
+
+    Keys: ``predicted_supported``, ``predicted_refuted``, ``predicted_nei``,
+    ``predicted_invalid``, ``predicted_error`` (the paper's Table 3 plus the replies it could not
+    count).
+    """
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        counts = Counter(_pairs(scores)[1])
+        return {f"predicted_{key}": counts.get(label, 0) for label, key in _KEY.items()}
+
+    return compute
+
+
+@metric
+def confusion_matrix() -> Metric:
+    """Counts of gold label x predicted label, flattened: ``gold_nei_pred_supported``.
+
+    Columns include ``invalid`` and ``error``, so every sample is counted once.
+    """
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        counts = Counter(zip(*_pairs(scores), strict=True))
+        return {
+            f"gold_{_KEY[g]}_pred_{_KEY[p]}": counts.get((g, p), 0) for g in LABELS for p in _KEY
+        }
+
+    return compute
+
+
+def slug(text: str) -> str:
+    """``'Cognitive and mental health'`` -> ``cognitive_and_mental_health``."""
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def _by_group(
+    key: str, name: str, fn: Callable[[Sequence[str], Sequence[str]], float]
+) -> Callable[[list[SampleScore]], dict[str, float]]:
+    """Per value of ``key``: ``{name}_{key}_{slug(value)}`` (Inspect flattens metric dicts)."""
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        groups: dict[str, list[SampleScore]] = defaultdict(list)
+        for s in scores:
+            value = s.score.value
+            if isinstance(value, dict) and value.get(key):
+                groups[str(value[key])].append(s)
+        # samples without the field (HealthFC has no category or strength) are left out
+        return {f"{name}_{key}_{slug(g)}": fn(*_pairs(groups[g])) for g in sorted(groups)}
+
+    return compute
+
+
+@metric
+def accuracy_by_category() -> Metric:
+    """Accuracy (all samples) within each health category."""
+    return _by_group("category", "accuracy", accuracy_of)
+
+
+@metric
+def macro_f1_by_category() -> Metric:
+    """Macro-F1 (all samples) within each health category."""
+    return _by_group("category", "macro_f1", macro_f1_of)
+
+
+@metric
+def accuracy_by_strength() -> Metric:
+    """Accuracy (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
+    return _by_group("strength", "accuracy", accuracy_of)
+
+
+@metric
+def macro_f1_by_strength() -> Metric:
+    """Macro-F1 (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
+    return _by_group("strength", "macro_f1", macro_f1_of)

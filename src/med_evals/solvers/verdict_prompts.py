@@ -1,0 +1,101 @@
+"""MedREQAL's prompts (Vladika et al. 2024, Table 7), verbatim, and the solver that sends them.
+
+Three variants, one per model family of the paper:
+
+- ``chat`` (Mixtral, GPT-4): a system message and a user message.
+- ``mistral`` (Mistral-7B-Instruct): one user message; the ``<s>[INST] ... [/INST]`` wrapper of
+  Table 7 is the model's chat template, added by the provider, not part of the text.
+- ``alpaca`` (ChatDoctor, MedAlpaca, PMC-LLaMa): a raw completion prompt sent as a single user
+  message with no system message. Table 7 prints it on one line; the line breaks between the
+  ``###`` sections are the Alpaca template's own.
+
+The words are Table 7's, including its spacing before the full stop in "LABEL: (label) .".
+
+HealthFC uses the same prompts. Its ``evidence`` option (not in the MedREQAL paper) appends the
+claim's top evidence sentences after the question: ``EVIDENCE: ...``.
+"""
+
+from __future__ import annotations
+
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+from inspect_ai.solver import Generate, Solver, TaskState, solver
+
+CHAT_SYSTEM = (
+    "You are an AI assistant helping answer clinical and medical questions based on your best "
+    "knowledge."
+)
+
+_INSTRUCTION = (
+    "please answer this clinical question only with SUPPORTED (if the question is supported by "
+    "the clinical research) or REFUTED (if the hypothesis is refuted by the current clinical "
+    "research) or NOT ENOUGH INFORMATION (if there is insufficient evidence for the question in "
+    "current research). Please give your output in form of LABEL: (label) . Briefly explain "
+    "your answer. QUESTION: {question}"
+)
+
+CHAT_USER = "Please " + _INSTRUCTION.removeprefix("please ")
+
+MISTRAL_USER = "Based on your knowledge, " + _INSTRUCTION
+
+ALPACA = (
+    "Below is an instruction that describes a task, paired with an input that provides further "
+    "context. Write a response that appropriately completes the request.\n\n"
+    "### Instruction:\n"
+    "Based on your best current knowledge, please answer the following medical question. If "
+    "you think there is not enough evidence to answer, then say so. Please answer the question "
+    'with "SUPPORTED" or "REFUTED" or "NOT ENOUGH INFORMATION". Briefly explain your answer.'
+    "\n\n### Input:\n{question}\n\n### Response:"
+)
+
+#: variant -> (system message or None, user message template)
+PROMPTS: dict[str, tuple[str | None, str]] = {
+    "chat": (CHAT_SYSTEM, CHAT_USER),
+    "mistral": (None, MISTRAL_USER),
+    "alpaca": (None, ALPACA),
+}
+
+#: Which of the paper's models used each variant.
+PAPER_MODELS = {
+    "chat": "Mixtral-8x7B, GPT-4-Turbo-0125",
+    "mistral": "Mistral-7B-Instruct-v2",
+    "alpaca": "ChatDoctor-7B, MedAlpaca-7B, PMC-LLaMa-13B",
+}
+
+EVIDENCE_SUFFIX = "\nEVIDENCE: {evidence}"
+
+
+def check_variant(prompt: str) -> str:
+    if prompt not in PROMPTS:
+        raise ValueError(f"unknown prompt {prompt!r}; choose from {', '.join(PROMPTS)}")
+    return prompt
+
+
+def render(prompt: str, question: str, evidence: str | None = None) -> tuple[str | None, str]:
+    """(system message, user message) for one question; ``evidence`` follows the question."""
+    system, template = PROMPTS[check_variant(prompt)]
+    subject = question.strip()
+    if evidence is not None:
+        subject += EVIDENCE_SUFFIX.format(evidence=evidence.strip())
+    # str.replace, not str.format: a question may contain braces
+    return system, template.replace("{question}", subject)
+
+
+@solver
+def verdict_prompt(prompt: str = "chat", evidence: bool = False) -> Solver:
+    """Replace the sample's messages with the Table 7 prompt for its question.
+
+    Reads ``question`` (and, with ``evidence``, ``evidence``) from the sample's metadata.
+    """
+    check_variant(prompt)
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        question = state.metadata.get("question") or state.input_text
+        ev = str(state.metadata.get("evidence") or "") if evidence else None
+        if evidence and not ev:
+            raise ValueError(f"sample {state.sample_id}: no evidence text for the evidence option")
+        system, user = render(prompt, str(question), ev)
+        messages: list = [ChatMessageSystem(content=system)] if system else []
+        state.messages = messages + [ChatMessageUser(content=user)]
+        return state
+
+    return solve

