@@ -94,3 +94,19 @@ def test_anthropic_provider_against_a_local_server(fixture_data, tmp_path, monke
         assert "temperature" not in body
         system = body["system"] if isinstance(body["system"], str) else body["system"][0]["text"]
         assert system.startswith(SYSTEM_START)
+
+
+def test_google_provider_against_a_local_server(fixture_data, tmp_path, monkeypatch):
+    pytest.importorskip("google.genai")
+    with FakeOpenAIServer(_reply) as server:
+        monkeypatch.setenv("GOOGLE_BASE_URL", server.url)
+        monkeypatch.setenv("GOOGLE_API_KEY", "local-key")
+        _run("google/gemini-3-flash-preview", tmp_path)
+    bodies = [(p, b) for p, b in server.requests if ":generateContent" in p]
+    assert len(bodies) == 12
+    for path, body in bodies:
+        assert "gemini-3-flash-preview" in path
+        config = body.get("generationConfig", {})
+        assert config.get("temperature") == 0 and config.get("maxOutputTokens") == 500
+        system = "".join(p["text"] for p in body["systemInstruction"]["parts"])
+        assert system.startswith(SYSTEM_START)

@@ -9,13 +9,13 @@ from inspect_ai.model import ChatMessageUser, ModelOutput
 from inspect_ai.scorer import Score, Target
 from inspect_ai.solver import TaskState
 
+from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
     NEI,
     REFUTED,
     SUPPORTED,
     target_label,
     verdict,
-    verdict_majority,
 )
 
 
@@ -78,7 +78,7 @@ def _score(pred: str, rouge: float, cochrane: bool = False) -> Score:
 
 
 def test_reducer_majority_label_and_mean_of_floats() -> None:
-    reduced = verdict_majority()(
+    reduced = majority_label()(
         [_score(SUPPORTED, 0.1), _score(REFUTED, 0.2, True), _score(REFUTED, 0.6, True)]
     )
     assert reduced.value["prediction"] == REFUTED
@@ -88,7 +88,7 @@ def test_reducer_majority_label_and_mean_of_floats() -> None:
 
 
 def test_reducer_tie_goes_to_first_epoch() -> None:
-    reduced = verdict_majority()([_score(NEI, 0.0), _score(SUPPORTED, 1.0)])
+    reduced = majority_label()([_score(NEI, 0.0), _score(SUPPORTED, 1.0)])
     assert reduced.value["prediction"] == NEI
     assert reduced.value["agreement"] == pytest.approx(1 / 2)
     assert reduced.value["rouge_l"] == pytest.approx(0.5)

@@ -35,6 +35,9 @@ def _text(content: Any) -> str:
 
 
 def _last_user(body: dict[str, Any]) -> str:
+    if "contents" in body:  # Gemini: contents[].parts[].text
+        users = [c for c in body["contents"] if c.get("role", "user") == "user"]
+        return "".join(p.get("text", "") for p in users[-1].get("parts", [])) if users else ""
     users = [m for m in body.get("messages", []) if m.get("role") == "user"]
     return _text(users[-1]["content"]) if users else ""
 
@@ -115,6 +118,9 @@ class FakeOpenAIServer:
                 if self.path.endswith("/messages"):
                     self._send(200, server._anthropic(body, text))
                     return
+                if ":generateContent" in self.path:
+                    self._send(200, server._gemini(text))
+                    return
                 self._send(
                     200,
                     {
@@ -148,6 +154,24 @@ class FakeOpenAIServer:
             "stop_reason": "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": 10, "output_tokens": 1},
+        }
+
+    @staticmethod
+    def _gemini(text: str) -> dict[str, Any]:
+        return {
+            "candidates": [
+                {
+                    "content": {"role": "model", "parts": [{"text": text}]},
+                    "finishReason": "STOP",
+                    "index": 0,
+                }
+            ],
+            "usageMetadata": {
+                "promptTokenCount": 10,
+                "candidatesTokenCount": 1,
+                "totalTokenCount": 11,
+            },
+            "modelVersion": "fake",
         }
 
     @property

@@ -14,9 +14,19 @@ from pathlib import Path
 
 LABELS = (("SUPPORTED", 0, 543), ("NOT ENOUGH INFORMATION", 1, 2057), ("REFUTED", 2, 186))
 CATEGORIES = (
-    "cancer", "cardiovascular", "cognitive and mental health", "immune system and infections",
-    "pregnancy and childbirth", "neonatal care", "gastroenterology", "endocrinology",
-    "musculoskeletal", "respiratory", "neurology", "kidney and urology", "public health",
+    "cancer",
+    "cardiovascular",
+    "cognitive and mental health",
+    "immune system and infections",
+    "pregnancy and childbirth",
+    "neonatal care",
+    "gastroenterology",
+    "endocrinology",
+    "musculoskeletal",
+    "respiratory",
+    "neurology",
+    "kidney and urology",
+    "public health",
     "dentistry",
 )
 WORDS = (

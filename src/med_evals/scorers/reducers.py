@@ -29,6 +29,8 @@ def majority_label() -> ScoreReducer:
     def reduce(scores: list[Score]) -> Score:
         if not scores:
             raise ValueError("no scores to reduce")
+        if len(scores) == 1:  # one epoch: nothing to reduce (Inspect reduces on every refresh)
+            return scores[0]
         first = scores[0]
         if not isinstance(first.value, dict):
             return Score(value=_mode([s.value for s in scores]), answer=first.answer)

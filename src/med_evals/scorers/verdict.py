@@ -24,8 +24,7 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-from inspect_ai.scorer import Score, Scorer, ScoreReducer, Target, score_reducer, scorer
+from inspect_ai.scorer import Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.classification import (
@@ -35,7 +34,6 @@ from med_evals.scorers.classification import (
     macro_f1_valid,
 )
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
-from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict_metrics import (
     accuracy_by_category,
     accuracy_by_strength,
@@ -188,32 +186,3 @@ def verdict() -> Scorer:
         )
 
     return score
-
-
-@score_reducer(name="verdict_majority")
-def verdict_majority() -> ScoreReducer:
-    """Epoch reducer for the verdict tasks: :func:`majority_label`, with float values averaged.
-
-    Labels (``prediction``, ``valid``, ``category``, evidence-mention flags) take the majority
-    across epochs, ties going to the first epoch; float values (ROUGE-L, BERTScore) take the
-    mean, which a majority of distinct numbers would not give.
-    """
-    majority = majority_label()
-
-    def reduce(scores: list[Score]) -> Score:
-        reduced = majority(scores)
-        first = scores[0].value
-        if isinstance(first, dict) and isinstance(reduced.value, dict):
-            value = dict(reduced.value)
-            for key, v in first.items():
-                if isinstance(v, float):
-                    value[key] = float(np.mean([float(s.value[key]) for s in scores]))  # type: ignore[index]
-            reduced = Score(
-                value=value,
-                answer=reduced.answer,
-                explanation=reduced.explanation,
-                metadata=reduced.metadata,
-            )
-        return reduced
-
-    return reduce

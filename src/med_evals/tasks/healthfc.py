@@ -21,7 +21,8 @@ from inspect_ai.dataset import MemoryDataset, Sample
 
 from med_evals.data import DatasetError, fetch, read_csv_checked
 from med_evals.scorers.generation import BertScoreConfig
-from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED, verdict_majority
+from med_evals.scorers.reducers import majority_label
+from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_prompt
 from med_evals.tasks.medreqal import (
@@ -139,7 +140,7 @@ def healthfc(
         solver=[verdict_prompt(prompt, evidence=evidence), generate_or_record_error()],
         scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
         config=PAPER_CONFIG,
-        epochs=Epochs(epochs, verdict_majority()),
+        epochs=Epochs(epochs, majority_label()),
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,

@@ -23,6 +23,7 @@ from inspect_ai.scorer import Scorer
 from med_evals.data import DatasetError, fetch, git_blob_sha1_of, read_csv_checked, sha256_of
 from med_evals.scorers.generation import BertScoreConfig, evidence_mentions, generation
 from med_evals.scorers.judges import conclusion_agreement
+from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
     LABEL_CODES,
     NEI,
@@ -30,7 +31,6 @@ from med_evals.scorers.verdict import (
     SUPPORTED,
     normalise_label,
     verdict,
-    verdict_majority,
 )
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_prompt
@@ -241,7 +241,7 @@ def medreqal(
         solver=[verdict_prompt(prompt), generate_or_record_error()],
         scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
         config=PAPER_CONFIG,
-        epochs=Epochs(epochs, verdict_majority()),
+        epochs=Epochs(epochs, majority_label()),
         metadata={
             "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
             "data": provenance,
