@@ -254,6 +254,30 @@ def fetch(dataset: str, file: str, data_dir: str | Path | None = None) -> Datase
     return DatasetFile(path=cached, manifest=manifest, spec=spec, origin="cache")
 
 
+def resolve_file(
+    dataset: str, file: str, data_dir: str | Path | None = None, data_file: str | Path | None = None
+) -> tuple[Path, dict[str, Any]]:
+    """(path, provenance) of a dataset file: a user's own file as is, else :func:`fetch`.
+
+    A ``data_file`` (e.g. a builder's output or another export of the dataset) is read without
+    checking it against the manifest; its sha256 and git blob id are recorded instead.
+    """
+    if data_file:
+        path = Path(data_file).expanduser()
+        if not path.is_file():
+            raise DatasetError(f"data file {path} does not exist")
+        return path, {
+            "dataset": dataset,
+            "file": path.name,
+            "path": str(path),
+            "origin": "user file (not pinned)",
+            "sha256": sha256_of(path),
+            "git_blob_sha1": git_blob_sha1_of(path),
+        }
+    got = fetch(dataset, file, data_dir)
+    return got.path, got.provenance()
+
+
 def read_csv_checked(
     path: Path,
     required: Iterable[str],

@@ -29,12 +29,12 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState, system_message
 
-from med_evals.data import sha256_of
+from med_evals.data import resolve_file
 from med_evals.scorers.judges import detectability_judge, plausibility_judge
 from med_evals.scorers.labels import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.tasks.oncology_rct import load_trials, read_trials
+from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials
 
 SECTIONS = ("introduction", "methods", "results", "conclusions")
 #: names used in the study's ``sections_modified`` column
@@ -204,11 +204,8 @@ def rewrite_check(out_csv: str, max_background_change: float) -> Scorer:
 
 
 def _trials(trials_file: str | None, data_dir: str | None) -> tuple[pd.DataFrame, dict]:
-    if trials_file:
-        path = Path(trials_file)
-        return read_trials(path), {"path": str(path), "sha256": sha256_of(path)}
-    df, file = load_trials(data_dir)
-    return df, file.provenance()
+    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
+    return read_trials(path), provenance
 
 
 @task

@@ -19,7 +19,7 @@ import pandas as pd
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 
-from med_evals.data import DatasetError, fetch, read_csv_checked
+from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED
@@ -29,7 +29,6 @@ from med_evals.tasks.medreqal import (
     PAPER_CONFIG,
     apply_subset,
     check_counts,
-    local_file_provenance,
     scorers,
 )
 
@@ -122,14 +121,7 @@ def healthfc(
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
     """
     check_variant(prompt)
-    if data_file:
-        path = Path(data_file).expanduser()
-        if not path.is_file():
-            raise DatasetError(f"data_file {path} does not exist")
-        provenance = {"dataset": DATASET, **local_file_provenance(path)}
-    else:
-        file = fetch(DATASET, FILE, data_dir)
-        path, provenance = file.path, file.provenance()
+    path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_healthfc(path)
     count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]

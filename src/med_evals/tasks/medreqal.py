@@ -20,7 +20,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
 
-from med_evals.data import DatasetError, fetch, git_blob_sha1_of, read_csv_checked, sha256_of
+from med_evals.data import DatasetError, fetch, read_csv_checked, resolve_file
 from med_evals.scorers.generation import BertScoreConfig, evidence_mentions, generation
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
@@ -118,17 +118,6 @@ def record_to_sample(row: dict[str, Any], index: int) -> Sample:
     )
 
 
-def local_file_provenance(path: Path) -> dict[str, Any]:
-    """Provenance of a CSV given directly (not verified against a manifest)."""
-    return {
-        "file": path.name,
-        "path": str(path),
-        "origin": "data_file (not pinned)",
-        "sha256": sha256_of(path),
-        "git_blob_sha1": git_blob_sha1_of(path),
-    }
-
-
 def scorers(
     reference: str,
     generation_scoring: bool,
@@ -223,14 +212,7 @@ def medreqal(
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
     """
     check_variant(prompt)
-    if data_file:
-        path = Path(data_file).expanduser()
-        if not path.is_file():
-            raise DatasetError(f"data_file {path} does not exist")
-        provenance = {"dataset": DATASET, **local_file_provenance(path)}
-    else:
-        file = fetch(DATASET, FILE, data_dir)
-        path, provenance = file.path, file.provenance()
+    path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_medreqal(path)
     count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]

@@ -22,7 +22,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import Solver, generate, system_message
 
-from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, sha256_of
+from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, resolve_file
 from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
 from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, outcome_metrics, trial_outcome
 from med_evals.scorers.reducers import majority_label
@@ -374,13 +374,8 @@ def oncology_rct(
     ``--max-tokens`` override them). System prompt verbatim from the paper.
     """
     names = resolve_conditions(condition)
-    if trials_file:
-        path = Path(trials_file)
-        df = read_trials(path)
-        provenance = {"dataset": "user file", "path": str(path), "sha256": sha256_of(path)}
-    else:
-        df, file = load_trials(data_dir)
-        path, provenance = file.path, file.provenance()
+    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
+    df = read_trials(path)
     chosen = None
     if subset:
         sub = load_subset("oncology_rct", subset)
