@@ -3,15 +3,48 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from inspect_ai.model import ModelOutput, ModelUsage
+
+from med_evals.data import git_blob_sha1_of, sha256_of
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "datasets" / "fixtures"
 SHARED_DATASETS = Path(os.environ.get("MED_EVALS_SHARED_DATA", REPO.parent / "shared" / "datasets"))
+
+
+def install_dataset(tmp: Path, monkeypatch, name: str, files: dict[str, Path]) -> Path:
+    """Lay ``files`` (manifest name -> source) out as dataset ``name`` in a data directory,
+    behind a manifest that pins their checksums, and point the loader at both.
+
+    Returns the dataset's folder in the data directory.
+    """
+    data = tmp / "data" / name
+    data.mkdir(parents=True)
+    for target, source in files.items():
+        shutil.copy(source, data / target)
+    manifests = tmp / "manifests"
+    manifests.mkdir()
+    manifest = {
+        "name": name,
+        "local_dir": name,
+        "revision": "fixture",
+        "source": {"repository": "tests"},
+        "license": "test fixture",
+        "files": {
+            t: {"sha256": sha256_of(data / t), "git_blob_sha1": git_blob_sha1_of(data / t)}
+            for t in files
+        },
+    }
+    (manifests / f"{name}.yaml").write_text(yaml.safe_dump(manifest))
+    monkeypatch.setenv("MED_EVALS_MANIFEST_DIR", str(manifests))
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp / "data"))
+    return data
 
 
 def mock_output(text: str | None, model: str = "mockllm/model") -> ModelOutput:

@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from med_evals.data import git_blob_sha1_of, sha256_of
-
-from .conftest import FIXTURES
+from .conftest import FIXTURES, install_dataset
 
 FIXTURE_CSV = FIXTURES / "oncology_trials_fixture.csv"
 
 
 def install_fixture(tmp: Path, monkeypatch, csv: Path = FIXTURE_CSV) -> Path:
     """Lay ``csv`` out as the oncology dataset in a data dir with a matching manifest."""
-    data = tmp / "data" / "oncology-rct-250-counterfactual"
-    data.mkdir(parents=True)
-    shutil.copy(csv, data / "trials.csv")
-    manifests = tmp / "manifests"
-    manifests.mkdir()
-    manifest = {
-        "name": "oncology-rct-250-counterfactual",
-        "local_dir": "oncology-rct-250-counterfactual",
-        "revision": "fixture",
-        "source": {"repository": "tests"},
-        "license": "test fixture",
-        "files": {
-            "trials.csv": {
-                "sha256": sha256_of(data / "trials.csv"),
-                "git_blob_sha1": git_blob_sha1_of(data / "trials.csv"),
-            }
-        },
-    }
-    (manifests / "oncology-rct-250-counterfactual.yaml").write_text(yaml.safe_dump(manifest))
-    monkeypatch.setenv("MED_EVALS_MANIFEST_DIR", str(manifests))
-    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp / "data"))
+    install_dataset(tmp, monkeypatch, "oncology-rct-250-counterfactual", {"trials.csv": csv})
     return tmp / "data"
 
 

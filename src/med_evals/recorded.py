@@ -104,10 +104,7 @@ def score_recorded(replies: pd.DataFrame) -> list[dict[str, Any]]:
     """One summary per (model, condition), computed exactly as the task's metrics."""
     results = []
     for (model, cond), group in replies.groupby(["model", "condition"], sort=False):
-        values = [
-            outcome_value(r.reply if r.reply != "" else None, r.target, cond, r.trial)
-            for r in group.itertuples()
-        ]
+        values = [outcome_value(r.reply, r.target, cond, r.trial) for r in group.itertuples()]
         results.append({"model": model, "condition": cond, **summarize_condition(values)})
     return results
 

@@ -23,11 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import f1_score
 from statsmodels.stats.proportion import proportions_ztest
 
 from med_evals.logs import Run, load_runs
-from med_evals.report.paired import bootstrap_macro_f1_difference, mcnemar_exact
+from med_evals.report.paired import (
+    bootstrap_macro_f1_difference,
+    bootstrap_mean_difference,
+    mcnemar_exact,
+)
 from med_evals.scorers.effect import LABEL_SETS
 from med_evals.scorers.labels import TRIAL_OUTCOME
 
@@ -125,8 +128,10 @@ def _acc_rows(key, old, new, shared, alpha, metric, correct) -> Row:
     return Row(task, model, f"{group}{metric}", old_v, new_v, test, f"p={p:.3g}", verdict)
 
 
-def _boot_row(key, metric, diff, lo, hi, old_v, new_v, n) -> Row:
+def _boot_row(key, metric, boot: dict[str, float], old_v: float, new_v: float) -> Row:
+    """A row judged on a bootstrap interval of new - old: a regression when it is all below 0."""
     task, model, group = key
+    lo, hi = boot["lo"], boot["hi"]
     verdict = "REGRESSION" if hi < 0 else "improved" if lo > 0 else "ok"
     return Row(
         task,
@@ -134,7 +139,7 @@ def _boot_row(key, metric, diff, lo, hi, old_v, new_v, n) -> Row:
         f"{group}{metric}",
         old_v,
         new_v,
-        f"paired bootstrap, n={n}",
+        f"paired bootstrap, n={boot['n']}",
         f"95% CI of diff {lo:+.3f} to {hi:+.3f}",
         verdict,
     )
@@ -183,46 +188,22 @@ def compare_run(base: dict[str, Any], run: Run, alpha: float, n_boot: int) -> li
             _acc_rows(key, old, new, shared, alpha, "valid_rate", lambda v: int(bool(v["valid"])))
         )
         if shared:
-            gold = [old[i]["target"] for i in shared]
             b = bootstrap_macro_f1_difference(
-                gold,
+                [old[i]["target"] for i in shared],
                 [new[i]["prediction"] for i in shared],
                 [old[i]["prediction"] for i in shared],
                 labels,
                 n_boot=n_boot,
             )
-            f_old = f1_score(
-                gold,
-                [old[i]["prediction"] for i in shared],
-                labels=list(labels),
-                average="macro",
-                zero_division=0,
-            )
-            rows.append(
-                _boot_row(
-                    key,
-                    "macro_f1_all",
-                    b["difference"],
-                    b["lo"],
-                    b["hi"],
-                    float(f_old),
-                    float(f_old + b["difference"]),
-                    len(shared),
-                )
-            )
+            rows.append(_boot_row(key, "macro_f1_all", b, old_v=b["b"], new_v=b["a"]))
             for fk in FLOAT_KEYS:
-                pairs = [(old[i][fk], new[i][fk]) for i in shared if fk in old[i] and fk in new[i]]
-                if pairs:
-                    arr = np.asarray(pairs)
-                    d = arr[:, 1] - arr[:, 0]
-                    rng = np.random.default_rng(0)
-                    boots = [d[rng.integers(0, len(d), len(d))].mean() for _ in range(n_boot)]
-                    lo, hi = np.percentile(boots, [2.5, 97.5])
-                    rows.append(
-                        _boot_row(
-                            key, fk, d.mean(), lo, hi, arr[:, 0].mean(), arr[:, 1].mean(), len(d)
-                        )
-                    )
+                both = [i for i in shared if fk in old[i] and fk in new[i]]
+                if both:
+                    olds = [old[i][fk] for i in both]
+                    news = [new[i][fk] for i in both]
+                    m = bootstrap_mean_difference(news, olds, n_boot=n_boot)
+                    old_mean, new_mean = float(np.mean(olds)), float(np.mean(news))
+                    rows.append(_boot_row(key, fk, m, old_v=old_mean, new_v=new_mean))
     tested = {r.metric.split("/")[-1] for r in rows}
     for name, old_value in sorted(base["metrics"].items()):
         if name in run.metrics and name.split("/")[-1] not in tested:

@@ -47,14 +47,35 @@ def bootstrap_macro_f1_difference(
     def f1(g, p):
         return f1_score(g, p, labels=list(labels), average="macro", zero_division=0)
 
-    diff = f1(gold_a, pa) - f1(gold_a, pb)
+    f1_a, f1_b = f1(gold_a, pa), f1(gold_a, pb)
+    diff = f1_a - f1_b
     rng = np.random.default_rng(seed)
     boots = np.empty(n_boot)
     for i in range(n_boot):
         idx = rng.integers(0, n, n)
         boots[i] = f1(gold_a[idx], pa[idx]) - f1(gold_a[idx], pb[idx])
     lo, hi = np.percentile(boots, [2.5, 97.5])
-    return {"difference": float(diff), "lo": float(lo), "hi": float(hi), "n": int(n)}
+    return {
+        "difference": float(diff),
+        "lo": float(lo),
+        "hi": float(hi),
+        "n": int(n),
+        "a": float(f1_a),
+        "b": float(f1_b),
+    }
+
+
+def bootstrap_mean_difference(
+    a: Sequence[float], b: Sequence[float], n_boot: int = 2000, seed: int = 0
+) -> dict[str, float]:
+    """Mean of the paired differences ``a - b``, with a 95% percentile bootstrap interval."""
+    d = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    if d.size == 0:
+        return {"difference": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
+    rng = np.random.default_rng(seed)
+    boots = [d[rng.integers(0, d.size, d.size)].mean() for _ in range(n_boot)]
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return {"difference": float(d.mean()), "lo": float(lo), "hi": float(hi), "n": int(d.size)}
 
 
 def paired_comparison(

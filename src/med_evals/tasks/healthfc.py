@@ -16,21 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from inspect_ai import Epochs, Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
 
 from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.scorers.generation import BertScoreConfig
-from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED
-from med_evals.solvers.generate import generate_or_record_error
-from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_prompt
-from med_evals.tasks.medreqal import (
-    PAPER_CONFIG,
-    apply_subset,
-    check_counts,
-    scorers,
-)
+from med_evals.solvers.verdict_prompts import check_variant, verdict_prompt
+from med_evals.tasks.medreqal import check_counts, verdict_task
 
 DATASET = "healthfc"
 FILE = "Datensatz.csv"
@@ -125,31 +118,23 @@ def healthfc(
     df = read_healthfc(path)
     count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
-    samples = apply_subset("healthfc", samples, subset)
-    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return Task(
-        dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
-        solver=[verdict_prompt(prompt, evidence=evidence), generate_or_record_error()],
-        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
-        config=PAPER_CONFIG,
-        epochs=Epochs(epochs, majority_label()),
+    return verdict_task(
+        DATASET,
+        samples,
+        path,
+        verdict_prompt(prompt, evidence=evidence),
+        prompt=prompt,
+        generation_scoring=generation_scoring,
+        bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
+        bertscore=bertscore,
+        judge=judge,
+        subset=subset,
+        epochs=epochs,
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,
             "count_check": count_problem or "matches the dataset (750 rows; 202/423/125)",
-            "prompt": prompt,
-            "prompt_models_in_paper": PAPER_MODELS[prompt],
             "evidence_in_prompt": evidence,
             "generation_reference": "en_explanation",
-            "samples_without_reference": [
-                s.id for s in samples if not str(s.metadata["reference"]).strip()
-            ],
-            **(
-                bert_cfg.describe()
-                if generation_scoring and bertscore
-                else {"generation_scoring": generation_scoring, "bertscore": False}
-            ),
-            "judge": "conclusion_agreement (grader role)" if judge else None,
-            "subset": subset,
         },
     )

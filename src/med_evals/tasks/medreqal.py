@@ -19,6 +19,7 @@ from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
+from inspect_ai.solver import Solver
 
 from med_evals.data import DatasetError, fetch, read_csv_checked, resolve_file
 from med_evals.scorers.generation import BertScoreConfig, evidence_mentions, generation
@@ -216,21 +217,58 @@ def medreqal(
     df = read_medreqal(path)
     count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
-    samples = apply_subset("medreqal", samples, subset)
-    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return Task(
-        dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
-        solver=[verdict_prompt(prompt), generate_or_record_error()],
-        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
-        config=PAPER_CONFIG,
-        epochs=Epochs(epochs, majority_label()),
+    return verdict_task(
+        DATASET,
+        samples,
+        path,
+        verdict_prompt(prompt),
+        prompt=prompt,
+        generation_scoring=generation_scoring,
+        bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
+        bertscore=bertscore,
+        judge=judge,
+        subset=subset,
+        epochs=epochs,
         metadata={
             "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
             "data": provenance,
             "count_check": count_problem or "matches the paper (2,786 rows; 543/186/2,057)",
+            "generation_reference": "conclusion",
+        },
+    )
+
+
+def verdict_task(
+    dataset: str,
+    samples: list[Sample],
+    path: Path,
+    prompt_solver: Solver,
+    *,
+    prompt: str,
+    generation_scoring: bool,
+    bert_cfg: BertScoreConfig,
+    bertscore: bool,
+    judge: bool,
+    subset: str | None,
+    epochs: int,
+    metadata: dict[str, Any],
+) -> Task:
+    """The Task of MedREQAL and HealthFC: one prompt variant, the verdict scorers, the paper's
+    generation settings, and what produced the run in the log's metadata."""
+    samples = apply_subset(dataset, samples, subset)
+    return Task(
+        dataset=MemoryDataset(samples, name=dataset, location=str(path)),
+        solver=[prompt_solver, generate_or_record_error()],
+        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
+        config=PAPER_CONFIG,
+        epochs=Epochs(epochs, majority_label()),
+        metadata={
+            **metadata,
             "prompt": prompt,
             "prompt_models_in_paper": PAPER_MODELS[prompt],
-            "generation_reference": "conclusion",
+            "samples_without_reference": [
+                s.id for s in samples if not str(s.metadata["reference"]).strip()
+            ],
             **(
                 bert_cfg.describe()
                 if generation_scoring and bertscore
