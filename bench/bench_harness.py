@@ -29,12 +29,19 @@ from pathlib import Path
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from inspect_ai.model import (
+    ChatMessageSystem,
+    ChatMessageUser,
+    ModelOutput,
+    ModelUsage,
+    get_model,
+)
 from inspect_ai.scorer import includes
 from inspect_ai.solver import generate
 
 from med_evals.devtools.fake_openai import FakeOpenAIServer
 from med_evals.devtools.synthetic import medreqal_csv, verdict_reply
+from med_evals.solvers.verdict_prompts import render
 from med_evals.tasks.medreqal import medreqal
 
 
@@ -56,8 +63,12 @@ def med_task(csv: Path, n: int) -> Task:
 
 
 def bare_task(med: Task) -> Task:
-    """Same prompts (the solver's messages), generate + a trivial scorer."""
-    samples = [Sample(id=s.id, input=s.input, target=s.target) for s in med.dataset]
+    """Same prompts (the messages the task's prompt solver builds), generate + a trivial scorer."""
+    samples = []
+    for s in med.dataset:
+        system, user = render("chat", s.metadata["question"])
+        messages = [ChatMessageSystem(content=system), ChatMessageUser(content=user)]
+        samples.append(Sample(id=s.id, input=messages, target=s.target))
     return Task(dataset=MemoryDataset(samples, name="bare"), solver=generate(), scorer=includes())
 
 
@@ -70,13 +81,32 @@ def timed(task: Task, model, log_dir: Path, **kw) -> float:
     return elapsed
 
 
-def pair(csv: Path, n: int, model, tmp: Path, repeats: int, **kw) -> tuple[float, float]:
-    """Interleaved runs (bare, med, bare, med ...); the best time of each."""
+def pair(
+    csv: Path, n: int, model, tmp: Path, repeats: int, **kw
+) -> tuple[float, float, list[float]]:
+    """Interleaved runs (bare, med, med, bare, ...) after a warm-up of each.
+
+    Returns the best time of each and the ratio of every adjacent (bare, med) pair: on a shared
+    machine the median pair ratio and the ratio of best times bracket the true figure.
+    """
+    timed(bare_task(med_task(csv, 20)), model, tmp / "warm_bare", **kw)
+    timed(med_task(csv, 20), model, tmp / "warm_med", **kw)
     med_times, bare_times = [], []
     for i in range(repeats):
-        bare_times.append(timed(bare_task(med_task(csv, n)), model, tmp / f"bare{i}", **kw))
-        med_times.append(timed(med_task(csv, n), model, tmp / f"med{i}", **kw))
-    return min(med_times), min(bare_times)
+        runs = [("bare", bare_task(med_task(csv, n))), ("med", med_task(csv, n))]
+        for kind, task in runs if i % 2 == 0 else runs[::-1]:
+            t = timed(task, model, tmp / f"{kind}{i}", **kw)
+            (bare_times if kind == "bare" else med_times).append(t)
+    ratios = [m / b for m, b in zip(med_times, bare_times, strict=True)]
+    return min(med_times), min(bare_times), ratios
+
+
+def describe(med: float, bare: float, ratios: list[float]) -> str:
+    return (
+        f"medreqal {med:.1f} s, bare Inspect {bare:.1f} s (best of {len(ratios)}); ratio of "
+        f"best times {med / bare:.2f}, median pair ratio {statistics.median(ratios):.2f} "
+        f"(pairs: {', '.join(f'{r:.2f}' for r in ratios)})"
+    )
 
 
 def study_runner_seconds_per_call(base_url: str, calls: int = 5) -> float:
@@ -96,7 +126,7 @@ def study_runner_seconds_per_call(base_url: str, calls: int = 5) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2786)
-    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument(
         "--skip", default="", help="comma-separated: overhead,concurrency,cache,settings"
     )
@@ -108,11 +138,11 @@ def main() -> None:
     print(f"{args.n} samples; machine load average {os.getloadavg()[0]:.1f}")
 
     if "overhead" not in skip:
-        med, bare = pair(csv, args.n, instant_model(), tmp / "instant", args.repeats)
+        med, bare, ratios = pair(csv, args.n, instant_model(), tmp / "instant", args.repeats)
         print(
-            f"overhead (instant model): medreqal {med:.1f} s, bare Inspect {bare:.1f} s, "
-            f"ratio {med / bare:.2f} (target <= 1.25); "
-            f"{1000 * bare / args.n:.1f} ms/sample bare"
+            f"overhead (instant model): {describe(med, bare, ratios)} (target <= 1.25); "
+            f"{1000 * bare / args.n:.1f} ms/sample bare",
+            flush=True,
         )
 
     if not skip >= {"concurrency", "cache", "settings"}:
@@ -122,29 +152,41 @@ def main() -> None:
         ) as server:
             model = get_model("openai-api/fake/fake", base_url=server.base_url)
             if "concurrency" not in skip:
-                med, bare = pair(csv, args.n, model, tmp / "served", 1, max_connections=32)
+                med, bare, ratios = pair(
+                    csv, args.n, model, tmp / "served", args.repeats, max_connections=32
+                )
                 per_call = study_runner_seconds_per_call(server.base_url)
                 study = per_call * args.n
                 print(
-                    f"concurrency (200 ms server, 32 connections): medreqal {med:.1f} s, bare "
-                    f"{bare:.1f} s, ratio {med / bare:.2f} (target <= 1.25); latency-bound "
-                    f"ideal {args.n * 0.2 / 32:.1f} s"
+                    f"concurrency (200 ms server, 32 connections): {describe(med, bare, ratios)} "
+                    f"(target <= 1.25); latency-bound ideal {args.n * 0.2 / 32:.1f} s"
                 )
                 print(
                     f"study runner (sequential + 0.5 s pause): {per_call:.2f} s/call -> "
-                    f"{study / 60:.1f} min for {args.n}; speed-up {study / med:.0f}x"
+                    f"{study / 60:.1f} min for {args.n}; speed-up {study / med:.0f}x",
+                    flush=True,
                 )
             if "cache" not in skip:
-                first = timed(
-                    med_task(csv, args.n), model, tmp / "cache1", max_connections=32, cache=True
-                )
-                second = timed(
-                    med_task(csv, args.n), model, tmp / "cache2", max_connections=32, cache=True
-                )
-                print(
-                    f"cache: first {first:.1f} s, re-run {second:.1f} s, "
-                    f"{first / second:.1f}x faster (target >= 10x)"
-                )
+                for name, make in [
+                    ("medreqal", lambda: med_task(csv, args.n)),
+                    ("bare Inspect", lambda: bare_task(med_task(csv, args.n))),
+                ]:
+                    tag = name.split()[0]
+                    before = len(server.requests)
+                    first = timed(
+                        make(), model, tmp / f"{tag}_cache1", max_connections=32, cache=True
+                    )
+                    called = len(server.requests) - before
+                    second = timed(
+                        make(), model, tmp / f"{tag}_cache2", max_connections=32, cache=True
+                    )
+                    again = len(server.requests) - before - called
+                    print(
+                        f"cache, {name}: first {first:.1f} s ({called} requests), re-run "
+                        f"{second:.1f} s ({again} requests), {first / second:.1f}x faster "
+                        f"(target >= 10x); re-run {1000 * second / args.n:.1f} ms/sample",
+                        flush=True,
+                    )
             if "settings" not in skip:
                 rows = []
                 print("settings (200 ms server):", flush=True)

@@ -67,6 +67,7 @@ def _samples(run: Run) -> dict[str, dict[str, Any]]:
     out = {}
     for sid, v in run.values.items():
         rec = {k: v.get(k) for k in ("prediction", "target", "valid", "condition")}
+        rec.update({k: v[k] for k in FLOAT_KEYS if v.get(k) is not None})
         for scorer_values in run.others.values():
             extra = scorer_values.get(sid) or {}
             rec.update({k: extra[k] for k in FLOAT_KEYS if extra.get(k) is not None})

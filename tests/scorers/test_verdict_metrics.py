@@ -139,3 +139,66 @@ def test_no_valid_samples() -> None:
 
 def test_slug() -> None:
     assert slug("Sexual and reproductive health") == "sexual_and_reproductive_health"
+
+
+def test_coded_metrics_equal_scikit_learn_on_strings() -> None:
+    """Integer-coded labels (the speed-up) give scikit-learn's values on the raw strings."""
+    import random
+
+    from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+
+    from med_evals.scorers.classification import (
+        accuracy_score_of,
+        confusion_of,
+        macro_f1_score_of,
+    )
+
+    labels = ["SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"]
+    predictions = [*labels, "INVALID", "ERROR", "MAYBE"]
+    rng = random.Random(3)
+    for n in (1, 2, 7, 50, 400):
+        gold = [rng.choice(labels[: rng.randint(1, 3)]) for _ in range(n)]
+        pred = [rng.choice(predictions) for _ in range(n)]
+        assert accuracy_score_of(gold, pred) == accuracy_score(gold, pred)
+        assert macro_f1_score_of(gold, pred, labels) == f1_score(
+            gold, pred, labels=labels, average="macro", zero_division=0
+        )
+        values = [{"target": g, "prediction": p} for g, p in zip(gold, pred, strict=True)]
+        cols = [*labels, "INVALID", "ERROR"]
+        cm = confusion_matrix(gold, pred, labels=cols)
+        assert confusion_of(values, labels) == {
+            f"{g}>{p}": int(cm[i, j]) for i, g in enumerate(labels) for j, p in enumerate(cols)
+        }
+    assert math.isnan(accuracy_score_of([], [])) and math.isnan(macro_f1_score_of([], [], labels))
+
+
+def test_grouped_metrics_equal_scikit_learn_per_group() -> None:
+    """One joint-label call gives each group's own scikit-learn macro-F1."""
+    import random
+
+    from sklearn.metrics import accuracy_score, f1_score
+
+    from med_evals.scorers.classification import accuracy_by_group, macro_f1_by_group
+
+    labels = ["SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"]
+    rng = random.Random(5)
+    for n in (1, 3, 30, 500):
+        groups = [rng.choice(["Cancer", "Heart", "Pregnancy", "x y"]) for _ in range(n)]
+        gold = [rng.choice(labels) for _ in range(n)]
+        pred = [rng.choice([*labels, "INVALID", "ERROR"]) for _ in range(n)]
+        got = macro_f1_by_group(groups, gold, pred, labels)
+        acc = accuracy_by_group(groups, gold, pred)
+        assert set(got) == set(acc) == set(groups)
+        for group in set(groups):
+            idx = [i for i, g in enumerate(groups) if g == group]
+            expected = f1_score(
+                [gold[i] for i in idx],
+                [pred[i] for i in idx],
+                labels=labels,
+                average="macro",
+                zero_division=0,
+            )
+            assert got[group] == pytest.approx(expected, abs=1e-15)
+            group_gold, group_pred = [gold[i] for i in idx], [pred[i] for i in idx]
+            assert acc[group] == pytest.approx(accuracy_score(group_gold, group_pred), abs=1e-15)
+    assert macro_f1_by_group([], [], [], labels) == {} == accuracy_by_group([], [], [])

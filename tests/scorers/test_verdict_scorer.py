@@ -46,14 +46,45 @@ def test_value_answer_explanation() -> None:
         "valid": True,
         "category": "cancer",
         "strength": "HIGH",
+        "cochrane": False,
+        "review": False,
+        "meta_analysis": False,
     }
     assert score.answer == REFUTED
     assert score.explanation == reply
 
 
+def test_one_scorer_for_label_explanation_and_mentions() -> None:
+    from med_evals.scorers.generation import rouge_l
+
+    reply = "LABEL: SUPPORTED\nA Cochrane meta-analysis found that aspirin reduced pain."
+    reference = "Aspirin reduces pain in adults."
+    s = state(reply, reference=reference)
+    score = asyncio.run(verdict(reference_key="reference", bertscore=False)(s, Target("0")))
+    assert score.value["prediction"] == SUPPORTED and score.value["valid"] is True
+    assert score.value["rouge_l"] == rouge_l(reply, reference) > 0
+    assert score.value["bertscore_f1"] is None  # BERTScore off
+    assert (score.value["cochrane"], score.value["review"], score.value["meta_analysis"]) == (
+        True,
+        False,
+        True,
+    )
+    assert score.metadata["bertscore"] == "off" and score.metadata["parser"] == "parse_verdict"
+    # label only
+    plain = asyncio.run(verdict(mentions=False)(state(reply, reference=reference), Target("0")))
+    assert set(plain.value) == {"prediction", "target", "valid"}
+
+
 def test_invalid_reply_and_no_groups() -> None:
     score = run(state("It depends."), NEI)
-    assert score.value == {"prediction": "INVALID", "target": NEI, "valid": False}
+    assert score.value == {
+        "prediction": "INVALID",
+        "target": NEI,
+        "valid": False,
+        "cochrane": False,
+        "review": False,
+        "meta_analysis": False,
+    }
 
 
 def test_no_reply_is_error() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 import shutil
 import warnings
 from pathlib import Path
@@ -323,7 +324,10 @@ def test_end_to_end_log_records_what_produced_it(chat_run) -> None:
     assert all(isinstance(msgs[0], ChatMessageSystem) and len(msgs) == 2 for msgs in seen)
     sample = log.samples[0]
     assert sample.scores["verdict"].answer == S
-    assert sample.scores["generation"].value["bertscore_f1"] > 0
+    # one scorer: the label, the explanation's generation scores and the mentions together
+    assert set(sample.scores) == {"verdict"}
+    assert sample.scores["verdict"].value["bertscore_f1"] > 0
+    assert sample.scores["verdict"].metadata["bertscore_model"] == meta["bertscore_model"]
 
 
 def test_alpaca_prompt_is_one_user_message(tmp_path) -> None:
@@ -334,7 +338,10 @@ def test_alpaca_prompt_is_one_user_message(tmp_path) -> None:
     assert log.status == "success"
     assert all(len(msgs) == 1 and msgs[0].role == "user" for msgs in seen)
     assert seen[0][0].text.endswith("### Response:")
-    assert "generation" not in {s.name for s in log.results.scores}
+    # no generation scores: none in the samples, NaN means (not 0)
+    assert all("rouge_l" not in s.scores["verdict"].value for s in log.samples)
+    m = metrics_of(log)
+    assert math.isnan(m["rouge_l_mean"]) and math.isnan(m["bertscore_f1_mean"])
 
 
 def test_epochs_reduce_to_majority_label(tmp_path) -> None:
@@ -374,7 +381,7 @@ def test_bertscore_off_keeps_rouge(tmp_path) -> None:
     task = medreqal(data_file=str(FIXTURE), bertscore=False)
     model = get_model("mockllm/model", custom_outputs=replying(lambda t: f"LABEL: SUPPORTED. {t}"))
     [log] = inspect_eval(task, model=model, display="none", log_dir=str(tmp_path), limit=3)
-    gen = [s.scores["generation"].value for s in log.samples]
+    gen = [s.scores["verdict"].value for s in log.samples]
     assert all(g["bertscore_f1"] is None and isinstance(g["rouge_l"], float) for g in gen)
     assert any(g["rouge_l"] > 0 for g in gen)
     assert log.eval.metadata["bertscore"] is False

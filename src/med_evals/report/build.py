@@ -390,7 +390,8 @@ def verdict_section(
         vals = list(r.values.values())
         name = f"{r.model} ({r.provenance['task_args'].get('prompt', 'chat')})"
         data[name] = r.values
-        gen = list(r.others.get("generation", {}).values())
+        # one verdict scorer holds everything; logs before it had generation/evidence scorers
+        gen = list(r.others.get("generation", {}).values()) or vals
         rl = [g["rouge_l"] for g in gen if g.get("rouge_l") is not None]
         bs = [g["bertscore_f1"] for g in gen if g.get("bertscore_f1") is not None]
         t2.append(
@@ -424,7 +425,7 @@ def verdict_section(
             "invalid": "",
             "error": "",
         }
-        men = list(r.others.get("evidence_mentions", {}).values())
+        men = list(r.others.get("evidence_mentions", {}).values()) or vals
         t5.append(
             {
                 "model (prompt)": name,

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import math
 import os
 import re
 from collections.abc import Sequence
@@ -231,20 +232,34 @@ class _CachedPorterStemmer:
 
 
 @functools.lru_cache(maxsize=1)
-def _rouge() -> Any:
-    """``RougeScorer(["rougeL"], use_stemmer=True)``, its stemmer cached (stemming dominates)."""
-    from rouge_score import rouge_scorer, tokenizers
+def _rouge_tokenizer() -> Any:
+    """``rouge-score``'s default tokenizer with Porter stemming, its stemmer cached."""
+    from rouge_score import tokenizers
 
     tokenizer = tokenizers.DefaultTokenizer(use_stemmer=True)
     tokenizer._stemmer = _CachedPorterStemmer()
-    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True, tokenizer=tokenizer)
+    return tokenizer
 
 
 def rouge_l(candidate: str, reference: str) -> float:
-    """ROUGE-L F-measure of ``candidate`` against ``reference`` (with Porter stemming)."""
+    """ROUGE-L F-measure of ``candidate`` against ``reference`` (with Porter stemming).
+
+    The value of ``RougeScorer(["rougeL"], use_stemmer=True).score(reference, candidate)``:
+    the same tokens (``rouge-score``'s tokenizer and stemmer), the same precision, recall and
+    F-measure, but the longest common subsequence comes from ``rapidfuzz`` (bit-parallel C++)
+    instead of ``rouge-score``'s pure-Python table, about 10x faster on MedREQAL's replies.
+    """
+    from rapidfuzz.distance import LCSseq
+
     if not candidate.strip() or not reference.strip():
         return 0.0
-    return float(_rouge().score(reference, candidate)["rougeL"].fmeasure)
+    tokenizer = _rouge_tokenizer()
+    pred, target = tokenizer.tokenize(candidate), tokenizer.tokenize(reference)
+    if not pred or not target:
+        return 0.0
+    lcs = LCSseq.similarity(target, pred)
+    precision, recall = lcs / len(pred), lcs / len(target)
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
 def _reply(state: TaskState) -> str:
@@ -260,20 +275,22 @@ def _mean_of(key: str) -> Metric:
             for s in scores
             if isinstance(s.score.value, dict) and (v := s.score.value.get(key)) is not None
         ]
-        return float(np.mean(values)) if values else 0.0
+        return float(np.mean(values)) if values else math.nan
 
     return compute
 
 
 @metric
 def rouge_l_mean() -> Metric:
-    """Mean ROUGE-L F-measure over samples with a reference (a missing reply scores 0)."""
+    """Mean ROUGE-L F-measure over samples with a reference (a missing reply scores 0; NaN when
+    no sample has a ROUGE-L score)."""
     return _mean_of("rouge_l")
 
 
 @metric
 def bertscore_f1_mean() -> Metric:
-    """Mean BERTScore F1 over samples with a reference (a missing reply scores 0)."""
+    """Mean BERTScore F1 over samples with a reference (a missing reply scores 0; NaN when no
+    sample has a BERTScore)."""
     return _mean_of("bertscore_f1")
 
 
@@ -320,7 +337,6 @@ def generation(
                     "bertscore_precision": None,
                     "bertscore_recall": None,
                 },
-                explanation=reply,
                 metadata=info | {"no_reference": True},
             )
         p = r = f = None
@@ -336,8 +352,6 @@ def generation(
                 "bertscore_precision": p,
                 "bertscore_recall": r,
             },
-            answer=None,
-            explanation=reply,
             metadata=info,
         )
 
@@ -369,7 +383,9 @@ def evidence_mention_counts() -> Metric:
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
         return {
-            f"mentions_{term}": int(sum(bool(s.score.value.get(term)) for s in scores))  # type: ignore[union-attr]
+            f"mentions_{term}": int(
+                sum(isinstance(v := s.score.value, dict) and bool(v.get(term)) for s in scores)
+            )
             for term in EVIDENCE_TERMS
         }
 
@@ -382,6 +398,6 @@ def evidence_mentions() -> Scorer:
 
     async def score(state: TaskState, target: Target) -> Score:
         reply = _reply(state)
-        return Score(value=evidence_mentions_in(reply), explanation=reply)
+        return Score(value=evidence_mentions_in(reply))
 
     return score

@@ -33,6 +33,13 @@ from med_evals.scorers.classification import (
     macro_f1_all,
     macro_f1_valid,
 )
+from med_evals.scorers.generation import (
+    bertscore_f1_mean,
+    evidence_mention_counts,
+    evidence_mentions_in,
+    generation,
+    rouge_l_mean,
+)
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.verdict_metrics import (
     accuracy_by_category,
@@ -155,22 +162,63 @@ def target_label(target: Target | str) -> str:
         macro_f1_by_category(),
         accuracy_by_strength(),
         macro_f1_by_strength(),
+        rouge_l_mean(),
+        bertscore_f1_mean(),
+        evidence_mention_counts(),
     ]
 )
-def verdict() -> Scorer:
-    """Parse the reply's S/R/NEI label and compare it with the gold label.
+def verdict(
+    reference_key: str | None = None,
+    bertscore_model: str | None = None,
+    bertscore_layers: int | None = None,
+    bertscore_rescale: bool = False,
+    bertscore_batch_size: int = 64,
+    bertscore: bool = True,
+    mentions: bool = True,
+) -> Scorer:
+    """Score a reply: its S/R/NEI label, and optionally its explanation and evidence mentions.
 
     ``Score.value`` holds what the metrics need and what must survive epoch reduction:
     ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample has
     them, ``category`` and ``strength``. ``answer`` is the parsed label; ``explanation`` the reply.
+    With ``reference_key`` the value also holds the :func:`~med_evals.scorers.generation.generation`
+    scores of the reply against that metadata field (``rouge_l``, ``bertscore_f1``,
+    ``bertscore_precision``, ``bertscore_recall``); with ``mentions``, Table 5's flags
+    (``cochrane``, ``review``, ``meta_analysis``).
+
+    One scorer rather than three: Inspect's cost per scorer (events, log writes, summaries,
+    live metrics) is paid once per sample. The generation means are NaN when no sample has a
+    generation score (``reference_key`` unset, or no sample with a reference).
+
+    Args:
+        reference_key: Sample metadata field holding the reference text for ROUGE-L and
+            BERTScore; None: the label only (no generation scores).
+        bertscore_model: BERTScore encoder (see :func:`~med_evals.scorers.generation.generation`).
+        bertscore_layers: Encoder layer compared by BERTScore.
+        bertscore_rescale: Rescale BERTScore with ``bert-score``'s baseline.
+        bertscore_batch_size: Sentences per encoder forward pass.
+        bertscore: False: ROUGE-L only (BERTScore values are None; no encoder is loaded).
+        mentions: Flag mentions of Cochrane, reviews and meta-analyses (Table 5).
     """
+    text_score = (
+        generation(
+            reference_key=reference_key,
+            bertscore_model=bertscore_model,
+            bertscore_layers=bertscore_layers,
+            bertscore_rescale=bertscore_rescale,
+            bertscore_batch_size=bertscore_batch_size,
+            bertscore=bertscore,
+        )
+        if reference_key
+        else None
+    )
 
     async def score(state: TaskState, target: Target) -> Score:
         reply = state.output.completion if state.output and state.output.choices else None
         if state.metadata.get(GENERATE_ERROR):
             reply = None
         prediction = parse_verdict(reply)
-        value: dict[str, str | bool] = {
+        value: dict[str, str | bool | float | None] = {
             "prediction": prediction,
             "target": target_label(target),
             "valid": VERDICT.is_label(prediction),
@@ -178,11 +226,18 @@ def verdict() -> Scorer:
         for key in ("category", "strength"):
             if state.metadata.get(key):
                 value[key] = str(state.metadata[key])
+        metadata = {"label_set": VERDICT.name, "parser": "parse_verdict"}
+        if text_score is not None:
+            text = await text_score(state, target)
+            value.update(text.value)  # type: ignore[arg-type]
+            metadata.update(text.metadata or {})
+        if mentions:
+            value.update(evidence_mentions_in(reply or ""))
         return Score(
             value=value,
             answer=prediction,
             explanation=reply or state.metadata.get(GENERATE_ERROR) or "",
-            metadata={"label_set": VERDICT.name, "parser": "parse_verdict"},
+            metadata=metadata,
         )
 
     return score

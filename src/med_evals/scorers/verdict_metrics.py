@@ -16,12 +16,15 @@ that is not a label is a miss for its gold label and a false positive for no lab
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 from inspect_ai.scorer import Metric, SampleScore, metric
-from sklearn.metrics import accuracy_score, f1_score
 
+from med_evals.scorers.classification import (
+    accuracy_by_group,
+    macro_f1_by_group,
+)
 from med_evals.scorers.labels import ERROR, INVALID
 
 # the three labels in the order used everywhere (kept here so metrics need no scorer import)
@@ -46,18 +49,6 @@ def _pairs(scores: Sequence[SampleScore], valid_only: bool = False) -> tuple[lis
         gold.append(str(v["target"]))
         pred.append(str(v["prediction"]))
     return gold, pred
-
-
-def accuracy_of(gold: Sequence[str], pred: Sequence[str]) -> float:
-    """Share of predictions equal to the gold label (0.0 for no samples)."""
-    return float(accuracy_score(gold, pred)) if gold else 0.0
-
-
-def macro_f1_of(gold: Sequence[str], pred: Sequence[str]) -> float:
-    """Macro-F1 over the three labels (0.0 for no samples)."""
-    if not gold:
-        return 0.0
-    return float(f1_score(gold, pred, labels=list(LABELS), average="macro", zero_division=0))
 
 
 @metric
@@ -98,41 +89,48 @@ def slug(text: str) -> str:
 
 
 def _by_group(
-    key: str, name: str, fn: Callable[[Sequence[str], Sequence[str]], float]
+    key: str, name: str, fn: Callable[..., dict[str, float]]
 ) -> Callable[[list[SampleScore]], dict[str, float]]:
-    """Per value of ``key``: ``{name}_{key}_{slug(value)}`` (Inspect flattens metric dicts)."""
+    """Per value of ``key``: ``{name}_{key}_{slug(value)}`` (Inspect flattens metric dicts).
+
+    ``fn(groups, gold, pred)`` computes the metric of every group at once.
+    """
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        groups: dict[str, list[SampleScore]] = defaultdict(list)
-        for s in scores:
-            value = s.score.value
-            if isinstance(value, dict) and value.get(key):
-                groups[str(value[key])].append(s)
         # samples without the field (HealthFC has no category or strength) are left out
-        return {f"{name}_{key}_{slug(g)}": fn(*_pairs(groups[g])) for g in sorted(groups)}
+        kept = [s for s in scores if isinstance(s.score.value, dict) and s.score.value.get(key)]
+        groups = [str(s.score.value[key]) for s in kept]  # type: ignore[index]
+        values = fn(groups, *_pairs(kept))
+        return {f"{name}_{key}_{slug(g)}": values[g] for g in sorted(values)}
 
     return compute
+
+
+def _macro_f1_by_group(
+    groups: Sequence[str], gold: Sequence[str], pred: Sequence[str]
+) -> dict[str, float]:
+    return macro_f1_by_group(groups, gold, pred, LABELS)
 
 
 @metric
 def accuracy_by_category() -> Metric:
     """Accuracy (all samples) within each health category."""
-    return _by_group("category", "accuracy", accuracy_of)
+    return _by_group("category", "accuracy", accuracy_by_group)
 
 
 @metric
 def macro_f1_by_category() -> Metric:
     """Macro-F1 (all samples) within each health category."""
-    return _by_group("category", "macro_f1", macro_f1_of)
+    return _by_group("category", "macro_f1", _macro_f1_by_group)
 
 
 @metric
 def accuracy_by_strength() -> Metric:
     """Accuracy (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return _by_group("strength", "accuracy", accuracy_of)
+    return _by_group("strength", "accuracy", accuracy_by_group)
 
 
 @metric
 def macro_f1_by_strength() -> Metric:
     """Macro-F1 (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return _by_group("strength", "macro_f1", macro_f1_of)
+    return _by_group("strength", "macro_f1", _macro_f1_by_group)

@@ -22,7 +22,7 @@ from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Solver
 
 from med_evals.data import DatasetError, fetch, read_csv_checked, resolve_file
-from med_evals.scorers.generation import BertScoreConfig, evidence_mentions, generation
+from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
@@ -126,21 +126,19 @@ def scorers(
     use_bertscore: bool = True,
     judge: bool = False,
 ) -> list[Scorer]:
-    """The classification scorer, then (optionally) ROUGE-L/BERTScore, evidence mentions, and
-    (optionally) the LLM judge of agreement with the reference (``--model-role grader=...``)."""
-    out = [verdict()]
-    if generation_scoring:
-        out.append(
-            generation(
-                reference_key=reference,
-                bertscore_model=bertscore.model,
-                bertscore_layers=bertscore.num_layers,
-                bertscore_rescale=bertscore.rescale_with_baseline,
-                bertscore_batch_size=bertscore.batch_size,
-                bertscore=use_bertscore,
-            )
+    """The verdict scorer (label; ROUGE-L/BERTScore against ``reference`` unless
+    ``generation_scoring`` is off; evidence mentions), then optionally the LLM judge of agreement
+    with the reference (``--model-role grader=...``)."""
+    out = [
+        verdict(
+            reference_key=reference if generation_scoring else None,
+            bertscore_model=bertscore.model,
+            bertscore_layers=bertscore.num_layers,
+            bertscore_rescale=bertscore.rescale_with_baseline,
+            bertscore_batch_size=bertscore.batch_size,
+            bertscore=use_bertscore,
         )
-    out.append(evidence_mentions())
+    ]
     if judge:
         out.append(conclusion_agreement(reference_field=reference))
     return out
