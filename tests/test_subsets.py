@@ -69,3 +69,34 @@ def test_verdict_task_subsets(shared_datasets):
     # for one that was never drawn says how
     with pytest.raises(DatasetError, match="med-evals subset make medreqal smoke"):
         load_subset("medreqal", "smoke")
+
+
+def test_counterfactual_tasks_take_the_oncology_subsets(shared_datasets, tmp_path):
+    """The builder and the judges run on the same stored trials as oncology_rct."""
+    from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
+
+    smoke = set(load_subset("oncology_rct", "smoke").ids)
+    build = counterfactual_build(
+        out_csv=str(tmp_path / "cf.csv"), subset="smoke", data_dir=str(shared_datasets)
+    )
+    assert {str(s.metadata["trial"]) for s in build.dataset} == smoke
+    assert build.metadata["input"]["subset"] == "smoke"
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from .conftest import mock_output
+
+    grader = get_model(
+        "mockllm/grader",
+        custom_outputs=lambda *a: mock_output('{"rating": 4, "reason": "coherent"}'),
+    )
+    [log] = inspect_eval(
+        counterfactual_judges,
+        task_args={"subset": "smoke", "data_dir": str(shared_datasets)},
+        model="mockllm/model",
+        model_roles={"grader": grader},
+        display="none",
+        log_dir=str(tmp_path / "logs"),
+    )
+    assert log.status == "success"
+    assert {str(int(str(s.id).removeprefix("rate-"))) for s in log.samples} == smoke

@@ -34,6 +34,7 @@ from med_evals.scorers.judges import detectability_judge, plausibility_judge
 from med_evals.scorers.labels import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.subsets import load_subset, select
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials
 
 SECTIONS = ("introduction", "methods", "results", "conclusions")
@@ -203,9 +204,18 @@ def rewrite_check(out_csv: str, max_background_change: float) -> Scorer:
     return score
 
 
-def _trials(trials_file: str | None, data_dir: str | None) -> tuple[pd.DataFrame, dict]:
+def _trials(
+    trials_file: str | None, data_dir: str | None, subset: str | None = None
+) -> tuple[pd.DataFrame, dict]:
+    """The trials, or those of a stored ``oncology_rct`` subset (same ids, DOIs checked)."""
     path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
-    return read_trials(path), provenance
+    df = read_trials(path)
+    if subset:
+        dois = {str(i): doi for i, doi in zip(df.index, df["doi"], strict=True)}
+        keep = set(select(dois, load_subset("oncology_rct", subset), dois))
+        df = df[[str(i) in keep for i in df.index]]
+        provenance = {**provenance, "subset": subset}
+    return df, provenance
 
 
 @task
@@ -214,6 +224,7 @@ def counterfactual_build(
     trials_file: str | None = None,
     max_background_change: float = 0.02,
     data_dir: str | None = None,
+    subset: str | None = None,
 ) -> Task:
     """Have a model write counterfactual abstracts (primary-endpoint result flipped).
 
@@ -224,8 +235,9 @@ def counterfactual_build(
         max_background_change: Largest share of the introduction or methods text a rewrite may
             change (difflib ratio, default 2%); above it the rewrite is rejected.
         data_dir: Local data directory for the default input.
+        subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
     """
-    df, provenance = _trials(trials_file, data_dir)
+    df, provenance = _trials(trials_file, data_dir, subset)
     done = finished_dois(Path(out_csv))
     samples = []
     for trial, row in df.iterrows():
@@ -268,6 +280,7 @@ def counterfactual_judges(
     seed: int = 0,
     attempts: int = 3,
     data_dir: str | None = None,
+    subset: str | None = None,
 ) -> Task:
     """A grader judges counterfactual abstracts (bind it: ``--model-role grader=...``).
 
@@ -279,8 +292,9 @@ def counterfactual_judges(
         seed: Seed of the pair order.
         attempts: Judge calls at most per item before it counts as a judge failure.
         data_dir: Local data directory for the default input.
+        subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
     """
-    df, provenance = _trials(trials_file, data_dir)
+    df, provenance = _trials(trials_file, data_dir, subset)
     if judge == "rate":
         judge_scorer = plausibility_judge(attempts=attempts)
     elif judge == "paired":
