@@ -69,7 +69,11 @@ def test_one_scorer_for_label_explanation_and_mentions() -> None:
         False,
         True,
     )
-    assert score.metadata["bertscore"] == "off" and score.metadata["parser"] == "parse_verdict"
+    assert score.metadata is None  # settings are recorded once, in the task's metadata
+    no_ref = asyncio.run(
+        verdict(reference_key="reference", bertscore=False)(state(reply), Target("0"))
+    )
+    assert no_ref.metadata == {"no_reference": True} and no_ref.value["rouge_l"] is None
     # label only
     plain = asyncio.run(verdict(mentions=False)(state(reply, reference=reference), Target("0")))
     assert set(plain.value) == {"prediction", "target", "valid"}

@@ -327,7 +327,7 @@ def test_end_to_end_log_records_what_produced_it(chat_run) -> None:
     # one scorer: the label, the explanation's generation scores and the mentions together
     assert set(sample.scores) == {"verdict"}
     assert sample.scores["verdict"].value["bertscore_f1"] > 0
-    assert sample.scores["verdict"].metadata["bertscore_model"] == meta["bertscore_model"]
+    assert meta["label_parser"] == "parse_verdict"
 
 
 def test_alpaca_prompt_is_one_user_message(tmp_path) -> None:

@@ -226,11 +226,13 @@ def verdict(
         for key in ("category", "strength"):
             if state.metadata.get(key):
                 value[key] = str(state.metadata[key])
-        metadata = {"label_set": VERDICT.name, "parser": "parse_verdict"}
+        # constant settings (parser, encoder) are in the task's metadata, not on every sample
+        metadata = None
         if text_score is not None:
             text = await text_score(state, target)
             value.update(text.value)  # type: ignore[arg-type]
-            metadata.update(text.metadata or {})
+            if (text.metadata or {}).get("no_reference"):
+                metadata = {"no_reference": True}
         if mentions:
             value.update(evidence_mentions_in(reply or ""))
         return Score(

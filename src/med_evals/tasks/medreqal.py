@@ -114,7 +114,6 @@ def record_to_sample(row: dict[str, Any], index: int) -> Sample:
             "reference": row["conclusion"],
             "category": row.get("category", ""),
             "strength": str(row.get("strength", "")).upper(),
-            "objective": row.get("objective", ""),
         },
     )
 
@@ -264,6 +263,7 @@ def verdict_task(
             **metadata,
             "prompt": prompt,
             "prompt_models_in_paper": PAPER_MODELS[prompt],
+            "label_parser": "parse_verdict",
             "samples_without_reference": [
                 s.id for s in samples if not str(s.metadata["reference"]).strip()
             ],
