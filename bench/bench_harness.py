@@ -9,10 +9,14 @@ Prints ratios measured in one run, so the noise of a shared machine cancels out:
   request, at 32 connections. Target <= 1.25. Also the speed-up over the oncology study's own
   runner (one call at a time with a 0.5 s pause), measured on a few sequential calls and
   extrapolated to 2,786.
-- cache: the MedREQAL run again against the same server with Inspect's cache. Target >= 10x.
+- cache: the MedREQAL run (and bare Inspect) again against the same server with Inspect's
+  cache, counting the server's requests. Target >= 10x.
 - settings: log buffering, sample logging and connections, timed on the server.
 
-    python bench/bench_harness.py [--n 2786] [--skip concurrency,cache,settings]
+Both tasks are warmed up, then run interleaved (bare, medreqal, medreqal, bare, ...) ``--repeats``
+times; the ratio of best times, the median pair ratio and every pair are printed.
+
+    python bench/bench_harness.py [--n 2786] [--repeats 3] [--skip concurrency,cache,settings]
 """
 
 from __future__ import annotations
