@@ -25,7 +25,7 @@ import os
 import shutil
 import tempfile
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -278,6 +278,15 @@ def resolve_file(
     return got.path, got.provenance()
 
 
+def row_error(path: Path, rows: Sequence[int], column: str, problem: str) -> DatasetError:
+    """An error naming the first bad row (numbered from 1), its column and how many rows in all.
+
+    ``problem`` describes the first row's value.
+    """
+    more = f" ({len(rows)} rows in all)" if len(rows) > 1 else ""
+    return DatasetError(f"{path}: row {rows[0] + 1}, column '{column}': {problem}{more}")
+
+
 def read_csv_checked(
     path: Path,
     required: Iterable[str],
@@ -331,18 +340,15 @@ def read_csv_checked(
     for col in non_empty:
         empty = df.index[df[col].str.strip() == ""]
         if len(empty):
-            raise DatasetError(
-                f"{path}: row {empty[0] + 1}, column '{col}': empty value"
-                + (f" ({len(empty)} rows in all)" if len(empty) > 1 else "")
-            )
+            raise row_error(path, empty, col, "empty value")
     for col, allowed in (labels or {}).items():
         allowed = set(allowed)
         bad = df.index[~df[col].isin(allowed)]
         if len(bad):
-            i = bad[0]
-            raise DatasetError(
-                f"{path}: row {i + 1}, column '{col}': unknown label {df[col][i]!r} "
-                f"(allowed: {', '.join(sorted(allowed))})"
-                + (f" ({len(bad)} rows in all)" if len(bad) > 1 else "")
+            raise row_error(
+                path,
+                bad,
+                col,
+                f"unknown label {df[col][bad[0]]!r} (allowed: {', '.join(sorted(allowed))})",
             )
     return df

@@ -21,7 +21,7 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Solver
 
-from med_evals.data import DatasetError, fetch, read_csv_checked, resolve_file
+from med_evals.data import fetch, read_csv_checked, resolve_file, row_error
 from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
@@ -91,10 +91,11 @@ def read_medreqal(path: Path) -> pd.DataFrame:
     bad = df.index[gold != named]
     if len(bad):
         i = bad[0]
-        raise DatasetError(
-            f"{path}: row {i + 1}, column 'verdict': {df['verdict'][i]!r} disagrees with label "
-            f"{df['label'][i]!r} ({gold[i]})"
-            + (f" ({len(bad)} rows in all)" if len(bad) > 1 else "")
+        raise row_error(
+            path,
+            bad,
+            "verdict",
+            f"{df['verdict'][i]!r} disagrees with label {df['label'][i]!r} ({gold[i]})",
         )
     df["gold"] = gold
     for col in OPTIONAL_COLUMNS:
