@@ -254,22 +254,17 @@ def by_field(field: str, labels: list[str]) -> Metric:
     """Accuracy (all samples) and macro-F1 (all samples) for each value of ``field``."""
 
     def fn(values: list[Value]) -> dict[str, float]:
-        f1 = macro_f1_by_group(
-            [str(v.get(field, "")) for v in values],
-            [v["target"] for v in values],
-            [v["prediction"] for v in values],
-            labels,
-        )
-        acc = accuracy_by_group(
-            [str(v.get(field, "")) for v in values],
-            [v["target"] for v in values],
-            [v["prediction"] for v in values],
-        )
+        groups = [str(v.get(field, "")) for v in values]
+        gold = [v["target"] for v in values]
+        pred = [v["prediction"] for v in values]
+        acc = accuracy_by_group(groups, gold, pred)
+        f1 = macro_f1_by_group(groups, gold, pred, labels)
+        n = Counter(groups)
         out: dict[str, float] = {}
-        for value, group in sorted(by_group(values, field).items()):
+        for value in sorted(n):
             out[f"{field}={value}/accuracy_all"] = acc[value]
             out[f"{field}={value}/macro_f1_all"] = f1[value]
-            out[f"{field}={value}/n"] = len(group)
+            out[f"{field}={value}/n"] = n[value]
         return out
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:

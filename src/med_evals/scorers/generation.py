@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
+from rapidfuzz.distance import LCSseq
 
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -249,8 +250,6 @@ def rouge_l(candidate: str, reference: str) -> float:
     F-measure, but the longest common subsequence comes from ``rapidfuzz`` (bit-parallel C++)
     instead of ``rouge-score``'s pure-Python table, about 10x faster on MedREQAL's replies.
     """
-    from rapidfuzz.distance import LCSseq
-
     if not candidate.strip() or not reference.strip():
         return 0.0
     tokenizer = _rouge_tokenizer()

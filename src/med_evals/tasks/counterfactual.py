@@ -34,8 +34,7 @@ from med_evals.scorers.judges import detectability_judge, plausibility_judge
 from med_evals.scorers.labels import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.subsets import load_subset, select
-from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials
+from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
 
 SECTIONS = ("introduction", "methods", "results", "conclusions")
 #: names used in the study's ``sections_modified`` column
@@ -210,9 +209,8 @@ def _trials(
     """The trials, or those of a stored ``oncology_rct`` subset (same ids, DOIs checked)."""
     path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
     df = read_trials(path)
-    if subset:
-        dois = {str(i): doi for i, doi in zip(df.index, df["doi"], strict=True)}
-        keep = set(select(dois, load_subset("oncology_rct", subset), dois))
+    keep = subset_trials(df, subset)
+    if keep is not None:
         df = df[[str(i) in keep for i in df.index]]
         provenance = {**provenance, "subset": subset}
     return df, provenance

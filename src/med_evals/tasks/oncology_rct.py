@@ -309,6 +309,14 @@ def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dic
     )
 
 
+def subset_trials(df: pd.DataFrame, subset: str | None) -> set[str] | None:
+    """Row ids of a stored ``oncology_rct`` subset, each checked against its DOI (None: all)."""
+    if not subset:
+        return None
+    dois = {str(i): doi for i, doi in zip(df.index, df["doi"], strict=True)}
+    return set(select(dois, load_subset("oncology_rct", subset), dois))
+
+
 def build_samples(
     df: pd.DataFrame,
     conditions: Sequence[str],
@@ -376,11 +384,7 @@ def oncology_rct(
     names = resolve_conditions(condition)
     path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
     df = read_trials(path)
-    chosen = None
-    if subset:
-        sub = load_subset("oncology_rct", subset)
-        ids = {str(i): doi for i, doi in zip(df.index, df["doi"], strict=True)}
-        chosen = set(select(ids, sub, ids))
+    chosen = subset_trials(df, subset)
     samples = build_samples(df, names, seed=seed, published_after=published_after, trials=chosen)
     if not samples:
         raise ValueError(f"no trial published after {published_after}")
