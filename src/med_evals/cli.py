@@ -11,7 +11,7 @@ import pandas as pd
 
 def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.logs import expand_log_paths, score_values
-    from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
+    from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 
     pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
     by_model: dict[str, list] = {}

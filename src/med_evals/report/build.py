@@ -20,8 +20,9 @@ from med_evals.report.document import Document, fmt
 from med_evals.report.paired import paired_comparison
 from med_evals.scorers.classification import accuracy_of, counts_of, macro_f1_of
 from med_evals.scorers.effect import LABEL_SETS
+from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 from med_evals.scorers.labels import TRIAL_OUTCOME
-from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair, summarize_condition
+from med_evals.scorers.outcome import summarize_condition
 from med_evals.tasks.oncology_rct import CONDITIONS as ONCOLOGY_CONDITIONS
 
 REFERENCE_ENV = "MED_EVALS_REFERENCE_DIR"

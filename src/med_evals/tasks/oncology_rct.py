@@ -23,8 +23,9 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import Solver, generate, system_message
 
 from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, resolve_file
+from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS
 from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
-from med_evals.scorers.outcome import DEFAULT_FLIP_PAIRS, outcome_metrics, trial_outcome
+from med_evals.scorers.outcome import outcome_metrics, trial_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import prompts
 from med_evals.solvers.generate import generate_or_record_error
