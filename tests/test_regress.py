@@ -58,7 +58,7 @@ def test_same_and_noise_level_changes_pass(runs, tmp_path):
     assert len(baseline["runs"][0]["samples"]) == 120
     rows, notes = regress(baseline, [runs["same"]], n_boot=300)
     assert notes == [] and {r.verdict for r in rows} <= {"ok", "info"}
-    acc = next(r for r in rows if r.metric == "accuracy_all")
+    acc = next(r for r in rows if r.metric == "accuracy_valid")
     assert acc.old == acc.new == pytest.approx(108 / 120)
     rows, _ = regress(baseline, [runs["slightly"]], n_boot=300)
     assert not [r for r in rows if r.verdict == "REGRESSION"]
@@ -67,11 +67,13 @@ def test_same_and_noise_level_changes_pass(runs, tmp_path):
 def test_a_real_drop_is_a_regression(runs):
     rows, _ = regress(make_baseline([runs["baseline"]]), [runs["worse"]], n_boot=300)
     verdicts = {r.metric: r.verdict for r in rows}
-    assert verdicts["accuracy_all"] == "REGRESSION"
-    assert verdicts["macro_f1_all"] == "REGRESSION"
+    # the oncology headline: the study's metrics over valid predictions, and the valid rate
+    assert set(verdicts) == {"valid_rate", "accuracy_valid", "macro_f1_valid"}
+    assert verdicts["accuracy_valid"] == "REGRESSION"
+    assert verdicts["macro_f1_valid"] == "REGRESSION"
     assert verdicts["valid_rate"] == "ok"
-    acc = next(r for r in rows if r.metric == "accuracy_all")
-    assert "McNemar exact, n=120 paired" in acc.test
+    acc = next(r for r in rows if r.metric == "accuracy_valid")
+    assert "paired bootstrap n=120" in acc.test
 
 
 def test_changed_setup_is_reported_not_a_regression(runs):
@@ -83,9 +85,26 @@ def test_changed_setup_is_reported_not_a_regression(runs):
 def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     path = tmp_path / "baseline.json"
     assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
-    assert read_baseline(path)["format"] == 1
+    assert read_baseline(path)["format"] == 2
     assert json.loads(path.read_text())["runs"][0]["task"] == "oncology_rct"
     assert cli_main(["regress", "--baseline", str(path), str(runs["same"])]) == 0
     assert cli_main(["regress", "--baseline", str(path), str(runs["worse"])]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "old" in out and "diff" in out
+    assert "gated for oncology_rct: valid_rate, accuracy_valid, macro_f1_valid" in out
+
+
+def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.logs import expand_log_paths
+
+    path = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
+    log = read_eval_log(expand_log_paths([runs["same"]])[0])
+    log.status = "error"
+    failed = tmp_path / "failed.eval"
+    write_eval_log(log, str(failed))
+    assert cli_main(["regress", "--baseline", str(path), str(failed)]) == 3
+    err = capsys.readouterr().err
+    assert "run did not complete (status error)" in err

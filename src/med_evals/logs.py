@@ -1,5 +1,9 @@
-"""Read our tasks' runs back from Inspect logs: per-sample score values (epochs reduced with
-:func:`~med_evals.scorers.reducers.majority_label`) and what produced them."""
+"""Read our tasks' runs back from Inspect logs: per-sample score values and what produced them.
+
+Per-sample values are the log's own epoch reductions (``EvalLog.reductions``: what Inspect's
+metrics were computed from); a log without them (one epoch, older Inspect) is reduced here with
+the same :func:`~med_evals.scorers.reducers.majority_label`. Which scorer describes a task's
+predictions comes from its study spec (:mod:`med_evals.studies`)."""
 
 from __future__ import annotations
 
@@ -12,14 +16,7 @@ from typing import Any
 from inspect_ai.log import EvalLog, list_eval_logs, read_eval_log
 
 from med_evals.scorers.reducers import majority_label
-
-#: The scorer whose values describe each task's predictions.
-TASK_SCORERS = {
-    "oncology_rct": "trial_outcome",
-    "medevidence": "effect_direction",
-    "medreqal": "verdict",
-    "healthfc": "verdict",
-}
+from med_evals.studies import STUDIES, Study, spec
 
 
 class LogSkipped(ValueError):
@@ -38,6 +35,19 @@ class Run:
     metrics: dict[str, float] = field(default_factory=dict)
     #: other scorers' reduced values: scorer -> sample id -> value
     others: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def study(self) -> Study:
+        return spec(self.task)
+
+    @property
+    def task_args(self) -> dict[str, Any]:
+        return dict(self.provenance.get("task_args") or {})
+
+    def headline_values(self, values: list[dict[str, Any]] | None = None) -> dict[str, float]:
+        """The study's headline numbers over ``values`` (default: all of the run's samples)."""
+        vals = list(self.values.values()) if values is None else values
+        return self.study.headline_values(vals, self.task_args)
 
     def by_condition(self) -> dict[str, list[dict[str, Any]]]:
         out: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -77,7 +87,8 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "task_args": dict(log.eval.task_args or {}),
         "prompt": md.get("prompt"),
         "scorers": [s.name for s in (log.results.scores if log.results else [])],
-        "scorer_settings": md.get("scorer") or {},
+        # the scorers' own arguments as Inspect recorded them (encoder, layer, reference, ...)
+        "scorer_settings": {s.name: dict(s.options or {}) for s in (log.eval.scorers or [])},
         "temperature": gen.temperature if gen else None,
         "max_tokens": gen.max_tokens if gen else None,
         "epochs": log.eval.config.epochs,
@@ -94,25 +105,44 @@ def load_run(path: str, scorer: str | None = None) -> Run:
     if log.status != "success":
         raise LogSkipped(f"{path}: run did not complete (status {log.status})")
     task = task_name(log)
-    scorer = scorer or TASK_SCORERS.get(task)
     if scorer is None:
-        raise LogSkipped(f"{path}: task '{log.eval.task}' is not a med_evals task")
-    per_scorer: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for sample in log.samples or []:
-        for name, score in (sample.scores or {}).items():
-            per_scorer[name][str(sample.id)].append(score)
+        if task not in STUDIES:
+            raise LogSkipped(f"{path}: task '{log.eval.task}' is not a med_evals study")
+        scorer = spec(task).scorer
+    per_scorer = reduced_values(log)
     if scorer not in per_scorer:
         raise LogSkipped(f"{path}: no '{scorer}' scores")
-    reduce = majority_label()
-
-    def reduced(per_sample: dict[str, list]) -> dict[str, Any]:
-        return {sid: reduce(scores).value for sid, scores in per_sample.items()}
-
-    values = {sid: dict(v) for sid, v in reduced(per_scorer[scorer]).items()}
-    others = {name: reduced(ps) for name, ps in per_scorer.items() if name != scorer}
+    values = per_scorer.pop(scorer)
+    others = per_scorer
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
     return Run(path, task, log.eval.model, values, provenance(log), metrics, others)
+
+
+def reduced_values(log: EvalLog) -> dict[str, dict[str, Any]]:
+    """scorer -> sample id -> the epoch-reduced score value the log's metrics were computed from.
+
+    Taken from ``log.reductions`` where Inspect wrote them; otherwise (one epoch) each sample's
+    scores are reduced with :func:`majority_label`, which returns a single epoch unchanged.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for red in log.reductions or []:
+        out[red.scorer] = {
+            str(s.sample_id): dict(s.value) if isinstance(s.value, dict) else s.value
+            for s in red.samples
+        }
+    per_scorer: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
+    for sample in log.samples or []:
+        for name, score in (sample.scores or {}).items():
+            if name not in out:
+                per_scorer[name][str(sample.id)].append(score)
+    reduce = majority_label()
+    for name, per_sample in per_scorer.items():
+        out[name] = {}
+        for sid, scores in per_sample.items():
+            v = reduce(scores).value
+            out[name][sid] = dict(v) if isinstance(v, dict) else v
+    return out
 
 
 def load_runs(paths: Iterable[str | Path]) -> tuple[list[Run], list[str]]:

@@ -1,15 +1,17 @@
 """Regression gate: record a run as a baseline, then compare new runs with it.
 
-A difference counts as a regression only when it is beyond sampling noise:
+What is gated is each study's **headline** (its spec in :mod:`med_evals.studies`: e.g. valid
+rate, accuracy, macro-F1, sensitivity and specificity over valid predictions for the oncology
+study; accuracy and macro-F1 over all samples and the valid rate for the others). Each number is
+computed by :meth:`~med_evals.studies.Study.headline_values` — the function the logged metric
+comes from — over the per-sample values of each condition, and judged on a 95% paired bootstrap
+interval of new - old over the samples both runs scored: a regression when the interval lies
+wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information.
 
-- accuracy and valid rate: McNemar's exact test on the samples both runs scored (paired on
-  sample ids), or a two-proportion z-test when the runs share no samples;
-- macro-F1 and per-sample scores (ROUGE-L, BERTScore): a 95% paired bootstrap interval of the
-  difference, a regression when it lies wholly below zero;
-- other logged metrics are printed for information.
-
-A changed dataset revision, prompt, task version or scorer setting is reported as such ("setup
-changed"), never as a regression: the numbers are not comparable.
+A changed dataset revision, prompt, task version, task argument or scorer setting is reported
+as "setup changed", never as a regression: the numbers are not comparable. A log whose run did
+not finish (status other than ``success``) is refused: :func:`regress` lists it and the CLI
+exits non-zero (``inspect eval`` itself exits 0 for a run that stopped with an error).
 """
 
 from __future__ import annotations
@@ -22,29 +24,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from statsmodels.stats.proportion import proportions_ztest
+from inspect_ai.log import read_eval_log
 
-from med_evals.logs import Run, load_runs
-from med_evals.report.paired import (
-    bootstrap_macro_f1_difference,
-    bootstrap_mean_difference,
-    mcnemar_exact,
-)
-from med_evals.scorers.effect import LABEL_SETS
-from med_evals.scorers.labels import TRIAL_OUTCOME
+from med_evals.logs import Run, expand_log_paths, load_runs
+from med_evals.report.paired import bootstrap_difference
+from med_evals.scorers.generation import mean_present
+from med_evals.studies import spec
 
-FORMAT = 1
-VERDICT_LABELS = ("SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION")
+FORMAT = 2
 FLOAT_KEYS = ("rouge_l", "bertscore_f1")
-
-
-def task_labels(task: str, task_args: dict[str, Any]) -> tuple[str, ...]:
-    if task == "oncology_rct":
-        return TRIAL_OUTCOME.labels
-    if task == "medevidence":
-        return LABEL_SETS[task_args.get("labels", "five")].labels
-    return VERDICT_LABELS
 
 
 def setup_of(run: Run) -> dict[str, Any]:
@@ -63,18 +51,6 @@ def setup_of(run: Run) -> dict[str, Any]:
     }
 
 
-def _samples(run: Run) -> dict[str, dict[str, Any]]:
-    out = {}
-    for sid, v in run.values.items():
-        rec = {k: v.get(k) for k in ("prediction", "target", "valid", "condition")}
-        rec.update({k: v[k] for k in FLOAT_KEYS if v.get(k) is not None})
-        for scorer_values in run.others.values():
-            extra = scorer_values.get(sid) or {}
-            rec.update({k: extra[k] for k in FLOAT_KEYS if extra.get(k) is not None})
-        out[sid] = rec
-    return out
-
-
 def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
     runs, skipped = load_runs(logs)
     if not runs:
@@ -85,10 +61,11 @@ def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
             {
                 "task": r.task,
                 "model": r.model,
+                "task_args": r.task_args,
                 "log": Path(r.path).name,
                 "setup": setup_of(r),
                 "metrics": r.metrics,
-                "samples": _samples(r),
+                "samples": r.values,
             }
             for r in runs
         ],
@@ -112,150 +89,128 @@ class Row:
         return self.new - self.old
 
 
-def _acc_rows(key, old, new, shared, alpha, metric, correct) -> Row:
-    task, model, group = key
-    o = [correct(old[i]) for i in old]
-    n = [correct(new[i]) for i in new]
-    old_v, new_v = float(np.mean(o)), float(np.mean(n))
-    if shared:
-        t = mcnemar_exact([correct(old[i]) for i in shared], [correct(new[i]) for i in shared])
-        p, test = t["p_value"], f"McNemar exact, n={len(shared)} paired"
-    else:
-        _, p = proportions_ztest([sum(n), sum(o)], [len(n), len(o)])
-        test = "two-proportion z (unpaired)"
-    verdict = "ok"
-    if p < alpha:
-        verdict = "REGRESSION" if new_v < old_v else "improved"
-    return Row(task, model, f"{group}{metric}", old_v, new_v, test, f"p={p:.3g}", verdict)
+def _groups(samples: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for sid, v in samples.items():
+        out[str(v.get("condition") or "")][sid] = v
+    return out
 
 
-def _boot_row(key, metric, boot: dict[str, float], old_v: float, new_v: float) -> Row:
-    """A row judged on a bootstrap interval of new - old: a regression when it is all below 0."""
-    task, model, group = key
-    lo, hi = boot["lo"], boot["hi"]
-    verdict = "REGRESSION" if hi < 0 else "improved" if lo > 0 else "ok"
-    return Row(
-        task,
-        model,
-        f"{group}{metric}",
-        old_v,
-        new_v,
-        f"paired bootstrap, n={boot['n']}",
-        f"95% CI of diff {lo:+.3f} to {hi:+.3f}",
-        verdict,
-    )
+def _verdict(lo: float, hi: float) -> str:
+    if math.isnan(lo) or math.isnan(hi):
+        return "untested"
+    return "REGRESSION" if hi < 0 else "improved" if lo > 0 else "ok"
 
 
-def compare_run(base: dict[str, Any], run: Run, alpha: float, n_boot: int) -> list[Row]:
-    rows: list[Row] = []
-    if base["setup"] != setup_of(run):
-        changed = [k for k in base["setup"] if base["setup"][k] != setup_of(run).get(k)]
+def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]:
+    """Rows for the headline metrics (gated) and generation means (info) of one run."""
+    new_setup = setup_of(run)
+    if base["setup"] != new_setup:
+        changed = [k for k in base["setup"] if base["setup"][k] != new_setup.get(k)]
         return [
-            Row(
-                run.task,
-                run.model,
-                "(all)",
-                math.nan,
-                math.nan,
-                "setup check",
-                "changed: " + ", ".join(changed),
-                "setup changed",
-            )
+            Row(run.task, run.model, "(all)", math.nan, math.nan, "setup check",
+                "changed: " + ", ".join(changed), "setup changed")
         ]
-    labels = task_labels(run.task, run.provenance["task_args"])
-    new_samples = _samples(run)
-    by_group: dict[str, tuple[dict, dict]] = defaultdict(lambda: ({}, {}))
-    for sid, v in base["samples"].items():
-        by_group[str(v.get("condition") or "")][0][sid] = v
-    for sid, v in new_samples.items():
-        by_group[str(v.get("condition") or "")][1][sid] = v
-    for group, (old, new) in sorted(by_group.items()):
-        if not old or not new:
-            continue
-        key = (run.task, run.model, f"{group}/" if group and len(by_group) > 1 else "")
+    study = spec(run.task)
+    old_groups, new_groups = _groups(base["samples"]), _groups(run.values)
+    rows: list[Row] = []
+    for group in sorted(set(old_groups) & set(new_groups)):
+        old, new = old_groups[group], new_groups[group]
+        prefix = f"{group}/" if group and len(new_groups) > 1 else ""
         shared = sorted(set(old) & set(new))
-        rows.append(
-            _acc_rows(
-                key,
-                old,
-                new,
-                shared,
-                alpha,
-                "accuracy_all",
-                lambda v: int(v["prediction"] == v["target"]),
-            )
+        boot = bootstrap_difference(
+            lambda vals: study.headline_values(vals, run.task_args),
+            [new[i] for i in shared],
+            [old[i] for i in shared],
+            n_boot=n_boot,
         )
-        rows.append(
-            _acc_rows(key, old, new, shared, alpha, "valid_rate", lambda v: int(bool(v["valid"])))
-        )
-        if shared:
-            b = bootstrap_macro_f1_difference(
-                [old[i]["target"] for i in shared],
-                [new[i]["prediction"] for i in shared],
-                [old[i]["prediction"] for i in shared],
-                labels,
-                n_boot=n_boot,
-            )
-            rows.append(_boot_row(key, "macro_f1_all", b, old_v=b["b"], new_v=b["a"]))
-            for fk in FLOAT_KEYS:
-                both = [i for i in shared if fk in old[i] and fk in new[i]]
-                if both:
-                    olds = [old[i][fk] for i in both]
-                    news = [new[i][fk] for i in both]
-                    m = bootstrap_mean_difference(news, olds, n_boot=n_boot)
-                    old_mean, new_mean = float(np.mean(olds)), float(np.mean(news))
-                    rows.append(_boot_row(key, fk, m, old_v=old_mean, new_v=new_mean))
-    tested = {r.metric.split("/")[-1] for r in rows}
-    for name, old_value in sorted(base["metrics"].items()):
-        if name in run.metrics and name.split("/")[-1] not in tested:
+        old_all = study.headline_values(list(old.values()), run.task_args)
+        new_all = study.headline_values(list(new.values()), run.task_args)
+        for h in study.headline:
+            b = boot[h.name]
             rows.append(
-                Row(
-                    run.task,
-                    run.model,
-                    name,
-                    old_value,
-                    run.metrics[name],
-                    "logged metric",
-                    "",
-                    "info",
-                )
+                Row(run.task, run.model, f"{prefix}{h.name}", old_all[h.name], new_all[h.name],
+                    f"headline, paired bootstrap n={len(shared)}",
+                    f"95% CI of diff {b['lo']:+.3f} to {b['hi']:+.3f}",
+                    _verdict(b["lo"], b["hi"]))
             )
+        for key in FLOAT_KEYS:
+            o, n = mean_present(list(old.values()), key), mean_present(list(new.values()), key)
+            if not (math.isnan(o) and math.isnan(n)):
+                rows.append(Row(run.task, run.model, f"{prefix}{key}_mean", o, n,
+                                "logged metric", "", "info"))
     return rows
 
 
+def failed_logs(logs: Sequence[str | Path]) -> list[str]:
+    """One line per log whose run did not finish (status not ``success``)."""
+    out = []
+    for path in expand_log_paths(logs):
+        try:
+            status = read_eval_log(path, header_only=True).status
+        except Exception as ex:  # noqa: BLE001 - an unreadable log is reported, not fatal
+            out.append(f"{path}: unreadable log ({ex})")
+            continue
+        if status != "success":
+            out.append(f"{path}: run did not complete (status {status})")
+    return out
+
+
 def regress(
-    baseline: dict[str, Any], logs: Sequence[str | Path], alpha: float = 0.05, n_boot: int = 2000
+    baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000
 ) -> tuple[list[Row], list[str]]:
-    """Rows for every metric of every new run matched to a baseline run (task and model)."""
+    """Rows for every headline metric of every new run matched to a baseline run (task, model,
+    then task only), and notes (logs skipped, runs without a baseline)."""
     if baseline.get("format") != FORMAT:
-        raise ValueError(f"baseline format {baseline.get('format')} is not {FORMAT}")
+        raise ValueError(
+            f"baseline format {baseline.get('format')} is not {FORMAT}: record it again with "
+            "`med-evals baseline`"
+        )
     runs, skipped = load_runs(logs)
     notes = list(skipped)
     rows: list[Row] = []
     for run in runs:
         matches = [b for b in baseline["runs"] if b["task"] == run.task and b["model"] == run.model]
-        if not matches:
-            matches = [b for b in baseline["runs"] if b["task"] == run.task]
+        matches = matches or [b for b in baseline["runs"] if b["task"] == run.task]
         if not matches:
             notes.append(f"{run.path}: no baseline run of task {run.task}")
             continue
-        rows += compare_run(matches[0], run, alpha, n_boot)
+        rows += compare_run(matches[0], run, n_boot)
     return rows, notes
 
 
+def gated_metrics(rows: Sequence[Row]) -> dict[str, list[str]]:
+    """task -> the headline metrics gated (for the CLI to say which)."""
+    out: dict[str, list[str]] = {}
+    for r in rows:
+        if r.test.startswith("headline"):
+            names = out.setdefault(r.task, [])
+            name = r.metric.split("/")[-1]
+            if name not in names:
+                names.append(name)
+    return out
+
+
 def format_rows(rows: Sequence[Row]) -> str:
-    header = (
-        f"{'task':14} {'model':24} {'metric':44} {'old':>8} {'new':>8} {'diff':>8}  "
-        "verdict      test / detail"
-    )
+    """A table with every name in full (tasks, models and metrics are never cut short)."""
+    cols = [
+        ("task", [r.task for r in rows]),
+        ("model", [r.model for r in rows]),
+        ("metric", [r.metric for r in rows]),
+    ]
+    widths = [max([len(h), *(len(x) for x in xs)]) for h, xs in cols]
+    header = "  ".join(h.ljust(w) for (h, _), w in zip(cols, widths, strict=True))
+    header += f"  {'old':>8} {'new':>8} {'diff':>8}  verdict      test / detail"
     lines = [header, "-" * len(header)]
     for r in rows:
         old = "" if math.isnan(r.old) else f"{r.old:8.4f}"
         new = "" if math.isnan(r.new) else f"{r.new:8.4f}"
         diff = "" if math.isnan(r.old) or math.isnan(r.new) else f"{r.difference:+8.4f}"
+        names = "  ".join(
+            x.ljust(w) for x, w in zip((r.task, r.model, r.metric), widths, strict=True)
+        )
         lines.append(
-            f"{r.task:14} {r.model[:24]:24} {r.metric[:44]:44} {old:>8} {new:>8} "
-            f"{diff:>8}  {r.verdict:12} {r.test} {r.detail}".rstrip()
+            f"{names}  {old:>8} {new:>8} {diff:>8}  {r.verdict:12} {r.test} {r.detail}".rstrip()
         )
     return "\n".join(lines)
 

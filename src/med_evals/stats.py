@@ -49,18 +49,19 @@ def _ratio(num: int, den: int) -> float:
     return num / den if den else math.nan
 
 
-def binary_summary(
+def binary_estimates(
     y_true: Sequence[str],
     y_pred: Sequence[str],
     labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
 ) -> dict[str, Any]:
-    """Accuracy, macro-F1, F1 of ``labels[0]``, sensitivity, specificity, with intervals.
+    """Point values over valid predictions: accuracy, macro-F1, F1 of ``labels[0]``,
+    sensitivity, specificity and the confusion counts (NaN for no predictions).
 
-    ``y_true`` and ``y_pred`` hold valid predictions only (labels from ``labels``).
+    The one computation of these numbers: the logged metrics, their intervals
+    (:func:`binary_summary`), the report and the regression gate all come from here.
     """
     pos, neg = labels
     n = len(y_true)
-    out: dict[str, Any] = {"n": n}
     if n == 0:
         cm = np.zeros((2, 2), dtype=int)
         acc = f1m = f1p = math.nan
@@ -70,19 +71,43 @@ def binary_summary(
         f1m = float(f1_score(y_true, y_pred, average="macro", labels=list(labels), zero_division=0))
         f1p = float(f1_score(y_true, y_pred, pos_label=pos, average="binary", zero_division=0))
     tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
-    sens = _ratio(tp, tp + fn)
-    spec = _ratio(tn, tn + fp)
-    out.update(tp=tp, fn=fn, fp=fp, tn=tn)
-    for name, value, size in (
-        ("accuracy", acc, n),
-        ("macro_f1", f1m, n),
-        ("f1_positive", f1p, n),
-        ("sensitivity", sens, tp + fn),
-        ("specificity", spec, tn + fp),
-    ):
-        out[name] = value
-        out[f"{name}_wald"] = wald_interval(value, size)
-        out[f"{name}_wilson"] = wilson_interval(value, size)
+    return {
+        "n": n,
+        "tp": tp,
+        "fn": fn,
+        "fp": fp,
+        "tn": tn,
+        "accuracy": acc,
+        "macro_f1": f1m,
+        "f1_positive": f1p,
+        "sensitivity": _ratio(tp, tp + fn),
+        "specificity": _ratio(tn, tn + fp),
+    }
+
+
+#: each estimate and the n of its interval
+_INTERVAL_N = {
+    "accuracy": lambda e: e["n"],
+    "macro_f1": lambda e: e["n"],
+    "f1_positive": lambda e: e["n"],
+    "sensitivity": lambda e: e["tp"] + e["fn"],
+    "specificity": lambda e: e["tn"] + e["fp"],
+}
+
+
+def binary_summary(
+    y_true: Sequence[str],
+    y_pred: Sequence[str],
+    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
+) -> dict[str, Any]:
+    """:func:`binary_estimates` with 95% Wald (``<name>_wald``) and Wilson intervals.
+
+    ``y_true`` and ``y_pred`` hold valid predictions only (labels from ``labels``).
+    """
+    out = binary_estimates(y_true, y_pred, labels)
+    for name, size in _INTERVAL_N.items():
+        out[f"{name}_wald"] = wald_interval(out[name], size(out))
+        out[f"{name}_wilson"] = wilson_interval(out[name], size(out))
     return out
 
 

@@ -14,7 +14,6 @@ from med_evals.scorers.generation import (
     BertScoreBatcher,
     BertScoreConfig,
     bertscore_pairs,
-    evidence_mentions,
     evidence_mentions_in,
     generation,
     load_bertscorer,
@@ -219,8 +218,3 @@ def test_rescaling_needs_a_baseline() -> None:
 def test_evidence_mentions(reply: str, expected: tuple[bool, bool, bool]) -> None:
     found = evidence_mentions_in(reply)
     assert (found["cochrane"], found["review"], found["meta_analysis"]) == expected
-
-
-def test_evidence_scorer() -> None:
-    score = asyncio.run(evidence_mentions()(_state("Cochrane reviews say so.", "x"), Target("")))
-    assert score.value == {"cochrane": True, "review": True, "meta_analysis": False}

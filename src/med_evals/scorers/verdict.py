@@ -27,19 +27,17 @@ import re
 from inspect_ai.scorer import Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.classification import (
-    accuracy_all,
-    accuracy_valid,
-    macro_f1_all,
-    macro_f1_valid,
-)
+from med_evals.scorers.classification import accuracy_valid, macro_f1_valid
 from med_evals.scorers.generation import (
+    NO_SCORES,
     bertscore_f1_mean,
     evidence_mention_counts,
     evidence_mentions_in,
     generation,
+    generation_counts,
     rouge_l_mean,
 )
+from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.verdict_metrics import (
     accuracy_by_category,
@@ -152,9 +150,9 @@ def target_label(target: Target | str) -> str:
 
 @scorer(
     metrics=[
-        accuracy_all(),
+        # MedREQAL and HealthFC share one headline definition (studies.py; a test checks it)
+        headline("medreqal"),
         accuracy_valid(),
-        macro_f1_all([SUPPORTED, REFUTED, NEI]),
         macro_f1_valid([SUPPORTED, REFUTED, NEI]),
         predicted_label_counts(),
         confusion_matrix(),
@@ -164,6 +162,7 @@ def target_label(target: Target | str) -> str:
         macro_f1_by_strength(),
         rouge_l_mean(),
         bertscore_f1_mean(),
+        generation_counts(),
         evidence_mention_counts(),
     ]
 )
@@ -228,11 +227,16 @@ def verdict(
                 value[key] = str(state.metadata[key])
         # constant settings (parser, encoder) are in the task's metadata, not on every sample
         metadata = None
-        if text_score is not None:
+        if text_score is not None and prediction == ERROR:
+            # no reply: nothing to compare (missing, not 0), counted by generation_counts
+            value.update(NO_SCORES)
+            value["no_reply"] = True
+        elif text_score is not None:
             text = await text_score(state, target)
             value.update(text.value)  # type: ignore[arg-type]
             if (text.metadata or {}).get("no_reference"):
                 metadata = {"no_reference": True}
+                value["no_reference"] = True
         if mentions:
             value.update(evidence_mentions_in(reply or ""))
         return Score(
