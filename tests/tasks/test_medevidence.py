@@ -2,9 +2,11 @@ import json
 
 import pytest
 from inspect_ai import eval as inspect_eval
+from inspect_ai import score as inspect_score
 from inspect_ai.model import get_model
 
 from med_evals.data import DatasetError
+from med_evals.scorers.effect import effect_direction
 from med_evals.tasks.medevidence import medevidence, read_questions
 
 from ..conftest import replying
@@ -58,7 +60,30 @@ def test_three_way_scheme_targets_and_prompt(fixture_data):
         "90000002-0": "higher",
         "90000002-1": "uncertain",
     }
-    assert "options: Higher, Lower, Uncertain\n" in next(iter(task.dataset)).input[1].text
+    prompt = next(iter(task.dataset)).input[1].text
+    assert (
+        "options: Higher, Lower, Uncertain (Uncertain covers no difference, an uncertain "
+        "effect, and insufficient data)\n" in prompt
+    )
+    assert task.metadata["label_scheme"].startswith("ours")
+    assert medevidence().metadata["label_scheme"] == "the paper's five classes"
+
+
+def test_three_way_metrics_follow_the_scheme(fixture_data, tmp_path):
+    """Three-label metrics in the log and when the log is re-scored (Task-level metrics)."""
+    model = get_model("mockllm/model", custom_outputs=replying(lambda t: "**Answer**: Uncertain"))
+    [log] = inspect_eval(
+        medevidence(labels="three"), model=model, display="none", log_dir=str(tmp_path)
+    )
+    for scored in (log, inspect_score(log, effect_direction("three"), action="overwrite")):
+        m = _metrics(scored)
+        counts = {k for (g, k) in m if g == "label_counts"}
+        assert counts == {"higher", "lower", "uncertain", "INVALID", "ERROR", "total"}
+        # gold: uncertain x3, lower, higher; all predicted uncertain: F1 3/4, 0, 0 over 3 labels
+        assert m[(None, "macro_f1_all")] == pytest.approx(0.75 / 3)
+        assert ("confusion_counts", "uncertain>uncertain") in m
+        assert not any("no difference" in k for (_, k) in m)
+        assert m[("accuracy_by_gold", "gold=uncertain/accuracy_all")] == 1.0
 
 
 def _answer_from_sources(text):
@@ -66,6 +91,8 @@ def _answer_from_sources(text):
         return "I am not sure."  # invalid in closed book
     if "Response 60%" in text and "response rate" in text:
         return "- **Answer**: Higher"
+    if "quality of life" in text:
+        return "Answer: Uncertain effect"  # no **Answer** field: invalid for the authors
     if "pain" in text.lower() and "Pain at 24 hours" in text:
         return "- **Full Answer**: reduced [2]\n- **Answer**: Lower"
     return "**Answer**: No Difference"
@@ -82,20 +109,28 @@ def test_end_to_end_metrics(fixture_data):
     assert log.status == "success"
     m = _metrics(log)
     # evidence: question 90000001-2 has no relevant source, so its prompt says "No text
-    # available" and the reply is invalid. Predictions: no difference, lower, INVALID, higher,
-    # no difference; gold: no difference, lower, insufficient data, higher, uncertain effect.
+    # available" and the reply is invalid; 90000002-1's "Answer: Uncertain effect" has no
+    # **Answer** field. Authors' grading: no difference, lower, INVALID, higher, INVALID; gold:
+    # no difference, lower, insufficient data, higher, uncertain effect.
     assert m[("accuracy_all", "evidence/accuracy_all")] == pytest.approx(3 / 5)
-    assert m[("accuracy_valid", "evidence/accuracy_valid")] == pytest.approx(3 / 4)
-    assert m[("valid_rate", "evidence/valid_rate")] == pytest.approx(4 / 5)
-    assert m[("label_counts", "evidence/no difference")] == 2
-    assert m[("label_counts", "evidence/INVALID")] == 1
+    assert m[("accuracy_valid", "evidence/accuracy_valid")] == 1.0
+    assert m[("valid_rate", "evidence/valid_rate")] == pytest.approx(3 / 5)
+    assert m[("label_counts", "evidence/no difference")] == 1
+    assert m[("label_counts", "evidence/INVALID")] == 2
     assert m[("confusion_counts", "evidence/insufficient data>INVALID")] == 1
-    assert m[("confusion_counts", "evidence/uncertain effect>no difference")] == 1
-    # macro-F1 over five labels: higher 1, lower 1, no difference 2/3, uncertain 0, insufficient 0
-    assert m[("macro_f1_all", "evidence/macro_f1_all")] == pytest.approx((1 + 1 + 2 / 3) / 5)
-    assert m[("macro_f1_valid", "evidence/macro_f1_valid")] == pytest.approx((1 + 1 + 2 / 3) / 5)
+    assert m[("confusion_counts", "evidence/uncertain effect>INVALID")] == 1
+    # macro-F1 over five labels: higher, lower, no difference 1; uncertain, insufficient 0
+    assert m[("macro_f1_all", "evidence/macro_f1_all")] == pytest.approx(3 / 5)
     assert m[("by_field", "evidence/evidence_quality=high/accuracy_all")] == 1.0
     assert m[("by_field", "evidence/evidence_quality=not rated/accuracy_all")] == 0.0
+    # the paper's per-gold-class breakdown
+    assert m[("accuracy_by_gold", "evidence/gold=higher/accuracy_all")] == 1.0
+    assert m[("accuracy_by_gold", "evidence/gold=uncertain effect/accuracy_all")] == 0.0
+    assert m[("accuracy_by_gold", "evidence/gold=lower/n")] == 1
+    # our lenient reading, beside it: "Answer: Uncertain effect" counts there
+    assert m[("lenient_view", "evidence/accuracy_all_lenient")] == pytest.approx(4 / 5)
+    assert m[("lenient_view", "evidence/valid_rate_lenient")] == pytest.approx(4 / 5)
+    assert m[("confusion_lenient", "evidence/uncertain effect>uncertain effect_lenient")] == 1
     # closed book: every reply invalid -> accuracy over all 0, over valid undefined
     assert m[("accuracy_all", "closed_book/accuracy_all")] == 0.0
     assert m[("label_counts", "closed_book/INVALID")] == 5

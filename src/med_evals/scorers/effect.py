@@ -1,18 +1,41 @@
-"""Effect direction labels (MedEvidence) and the parser for a reply's final answer.
+"""Effect direction labels (MedEvidence), the authors' grading of a reply, and our lenient view.
 
 Five classes, the paper's: higher, lower, no difference, uncertain effect, insufficient data.
-A three-way scheme offers Higher / Lower / Uncertain; every other gold answer counts as
-Uncertain there.
+
+**Default: the authors' grading** (zyfetcabc/medevidence, ``run-med-evidence/src/rag.py``
+``_format_final_answer`` and ``inspect_outputs.ipynb`` ``grade``). The reply, with
+``<think>...</think>`` removed and stripped, is read as ``**key**: value`` fields (a value runs
+to the next line that starts a ``**key**``, optionally after ``-``, or to the end; a later field
+with the same key replaces an earlier one); the ``**Answer**`` value, lower-cased and stripped,
+is correct only when it *equals* the gold class. Any other value (``higher.``,
+``**uncertain effect**``, a note after the class), or no ``**Answer**`` field, is INVALID and
+wrong. Every unqualified MedEvidence metric is computed on this parse.
+
+**Lenient view (ours)**: the last ``Answer:`` line, with or without asterisks, else the whole
+reply, must name exactly one class; synonyms map to classes ("no significant difference" ->
+no difference, "insufficient evidence" -> insufficient data). Its metrics carry ``_lenient``.
+
+**Three-way scheme (ours)**: Higher / Lower / Uncertain, where Uncertain stands for no
+difference, uncertain effect and insufficient data; the prompt states this mapping.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from inspect_ai.scorer import Score, Scorer, Target, scorer
+from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.classification import classification_metrics
+from med_evals.scorers.classification import (
+    accuracy_by_group,
+    accuracy_of,
+    classification_metrics,
+    confusion_of,
+    macro_f1_of,
+    per_condition,
+)
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -23,13 +46,22 @@ FIVE = LabelSet(
 THREE = LabelSet("effect_direction_3", ("higher", "lower", "uncertain"))
 LABEL_SETS = {"five": FIVE, "three": THREE}
 
-#: How each label set is offered in the prompt (the authors' ANSWER_CLASSES order for five).
+#: How each label set is offered in the prompt (five: the authors' ANSWER_CLASSES joined by
+#: ", "; three: ours, with the mapping of the five classes stated).
 DISPLAY = {
     "five": "Higher, Lower, No Difference, Insufficient Data, Uncertain Effect",
-    "three": "Higher, Lower, Uncertain",
+    "three": "Higher, Lower, Uncertain (Uncertain covers no difference, an uncertain effect, "
+    "and insufficient data)",
 }
 
-# Phrasings that name a label; longest first so "no significant difference" wins over parts.
+#: What the log metadata says about each scheme: the paper's, or ours.
+SCHEME_SOURCE = {
+    "five": "the paper's five classes",
+    "three": "ours (not in the paper): higher, lower, and uncertain for no difference, "
+    "uncertain effect and insufficient data",
+}
+
+# Phrasings that name a label (lenient view); longest first so a phrase wins over its parts.
 _SYNONYMS = {
     "five": {
         "no statistically significant difference": "no difference",
@@ -55,7 +87,43 @@ def gold_label(answer: str, scheme: str) -> str:
     return answer
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+# --- the authors' grading ----------------------------------------------------------------------
+
+#: the authors' strip_thinking_tokens (case-sensitive, non-greedy, across lines)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+#: the authors' field pattern: ``- **key**: value`` up to the next ``**key`` line or the end
+_FIELD = re.compile(
+    r"(?:-\s*)?\*\*(?P<key>.*?)\*\*:\s*(?P<value>.*?)(?=\n+(?:-\s*)?\*\*|\Z)", re.DOTALL
+)
+
+
+def reply_fields(reply: str) -> dict[str, str]:
+    """The reply's ``**key**: value`` fields as the authors read them (keys lower-cased, spaces
+    to ``_``, values stripped; a repeated key keeps its last value). Empty: nothing parsed."""
+    text = _THINK.sub("", reply).strip()
+    return {
+        m["key"].strip().lower().replace(" ", "_"): m["value"].strip()
+        for m in _FIELD.finditer(text)
+    }
+
+
+def answer_value(reply: str) -> str:
+    """The ``**Answer**`` value, lower-cased and stripped (``""`` when there is none)."""
+    return reply_fields(reply).get("answer", "").lower().strip()
+
+
+def parse_effect(reply: str | None, scheme: str = "five") -> str:
+    """The authors' grading: the ``**Answer**`` value if it equals a class of ``scheme``, else
+    INVALID; ERROR only when there is no reply at all (a provider failure)."""
+    if reply is None:
+        return ERROR
+    value = answer_value(reply)
+    return value if value in LABEL_SETS[scheme].labels else INVALID
+
+
+# --- the lenient view (ours) -------------------------------------------------------------------
+
+_THINK_ANY_CASE = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _ANSWER_LINE = re.compile(
     r"^[\s>*_#-]*(?:final\s+)?(?:answer|classification)[\s*_]*:[\s*_]*(.+)$",
     re.IGNORECASE | re.MULTILINE,
@@ -73,39 +141,134 @@ def _labels_in(text: str, scheme: str) -> set[str]:
     return found
 
 
-def parse_effect(reply: str | None, scheme: str = "five") -> str:
-    """The final answer of a reply as a label of ``scheme``, or INVALID / ERROR.
-
-    The last ``Answer:`` line (``**Answer**:``, ``Final answer:``; never ``Full Answer``) decides
-    when present; otherwise the reply must name exactly one label. Two labels: INVALID.
-    """
+def parse_effect_lenient(reply: str | None, scheme: str = "five") -> str:
+    """Our lenient reading: the last ``Answer:`` line (``**Answer**:``, ``Final answer:``; never
+    ``Full Answer``) decides when present, else the whole reply; it must name exactly one label
+    (synonyms allowed). Two labels or none: INVALID; no reply or an empty one: ERROR."""
     if reply is None or not reply.strip():
         return ERROR
-    text = _THINK.sub("", reply)
+    text = _THINK_ANY_CASE.sub("", reply)
     lines = [m.group(1) for m in _ANSWER_LINE.finditer(text)]
     found = _labels_in(lines[-1] if lines else text, scheme)
     return found.pop() if len(found) == 1 else INVALID
 
 
-@scorer(metrics=classification_metrics(FIVE.labels, fields=("evidence_quality",)))
-def effect_direction(scheme: str = "five") -> Scorer:
-    """Parse the final answer into the scheme's labels; invalid otherwise."""
+# --- scorer and metrics ------------------------------------------------------------------------
+
+
+def effect_value(
+    reply: str | None, target: str, scheme: str, condition: str, evidence_quality: str
+) -> dict[str, Any]:
+    """The score value of one reply (``reply=None``: a provider failure)."""
     labels = LABEL_SETS[scheme]
+    prediction = parse_effect(reply, scheme)
+    return {
+        "prediction": prediction,
+        "target": target,
+        "valid": labels.is_label(prediction),
+        "correct": int(prediction == target),
+        "condition": condition,
+        "evidence_quality": evidence_quality,
+        "lenient": parse_effect_lenient(reply, scheme),
+    }
+
+
+def lenient_values(
+    values: Sequence[Mapping[str, Any]], labels: Sequence[str]
+) -> list[dict[str, Any]]:
+    """The values with the lenient parse as the prediction (for the ``_lenient`` metrics)."""
+    return [{**v, "prediction": v["lenient"], "valid": v["lenient"] in labels} for v in values]
+
+
+@metric
+def lenient_view(labels: list[str]) -> Metric:
+    """Our lenient parse: accuracy, macro-F1 (all samples and valid only), valid rate."""
+
+    def fn(values: list[Mapping[str, Any]]) -> dict[str, float]:
+        lv = lenient_values(values, labels)
+        return {
+            "accuracy_all_lenient": accuracy_of(lv, False),
+            "accuracy_valid_lenient": accuracy_of(lv, True),
+            "macro_f1_all_lenient": macro_f1_of(lv, labels, False),
+            "macro_f1_valid_lenient": macro_f1_of(lv, labels, True),
+            "valid_rate_lenient": sum(v["valid"] for v in lv) / len(lv),
+        }
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        return per_condition(scores, fn, "lenient_view")  # type: ignore[return-value]
+
+    return compute
+
+
+@metric
+def confusion_lenient(labels: list[str]) -> Metric:
+    """The lenient parse's confusion matrix (``gold>predicted`` counts)."""
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        def fn(values: list[Mapping[str, Any]]) -> dict[str, int]:
+            counts = confusion_of(lenient_values(values, labels), labels)
+            return {f"{k}_lenient": n for k, n in counts.items()}
+
+        return per_condition(scores, fn, "confusion_lenient")  # type: ignore[return-value]
+
+    return compute
+
+
+@metric
+def accuracy_by_gold() -> Metric:
+    """Accuracy within each gold class (the paper's per-class breakdown), all samples."""
+
+    def fn(values: list[Mapping[str, Any]]) -> dict[str, float]:
+        gold = [v["target"] for v in values]
+        acc = accuracy_by_group(gold, gold, [v["prediction"] for v in values])
+        out: dict[str, float] = {}
+        for label in sorted(acc):
+            out[f"gold={label}/accuracy_all"] = acc[label]
+            out[f"gold={label}/n"] = gold.count(label)
+        return out
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        return per_condition(scores, fn, "accuracy_by_gold")  # type: ignore[return-value]
+
+    return compute
+
+
+def effect_metrics(scheme: str) -> list[Metric]:
+    """The metrics of a scheme: the authors' grading unqualified, per evidence quality and per
+    gold class; the lenient view suffixed ``_lenient``."""
+    labels = list(LABEL_SETS[scheme].labels)
+    return [
+        *classification_metrics(labels, fields=("evidence_quality",)),
+        accuracy_by_gold(),
+        lenient_view(labels),
+        confusion_lenient(labels),
+    ]
+
+
+@scorer(metrics=effect_metrics("five"))
+def effect_direction(scheme: str = "five") -> Scorer:
+    """Grade the reply as the authors did (lenient parse beside it).
+
+    The metrics declared here are the five-class set; ``medevidence(labels="three")`` passes the
+    three-label set as the Task's ``metrics`` (Inspect's override), so a run's metrics always
+    follow the scheme in use.
+    """
+    if scheme not in LABEL_SETS:
+        raise ValueError(f"scheme must be one of {', '.join(LABEL_SETS)}, got {scheme!r}")
 
     async def score(state: TaskState, target: Target) -> Score:
         error = state.metadata.get(GENERATE_ERROR) or state.output.error
         reply = None if error else state.output.completion
-        prediction = parse_effect(reply, scheme)
+        value = effect_value(
+            reply,
+            target.text,
+            scheme,
+            state.metadata["condition"],
+            state.metadata["evidence_quality"],
+        )
         return Score(
-            value={
-                "prediction": prediction,
-                "target": target.text,
-                "valid": labels.is_label(prediction),
-                "correct": int(prediction == target.text),
-                "condition": state.metadata["condition"],
-                "evidence_quality": state.metadata["evidence_quality"],
-            },
-            answer=prediction,
+            value=value,
+            answer=value["prediction"],
             explanation=reply if error is None else f"provider error: {error}",
         )
 

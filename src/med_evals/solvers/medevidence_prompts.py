@@ -9,7 +9,9 @@ is what the authors' code sends when a question has no text ("No text available"
 # ruff: noqa: E501 (prompt text kept verbatim)
 SYSTEM = "follow instruction"
 
-# BASIC_PROMPTS["final_answer"], indentation as in the source; {CLASSES} filled per label set.
+# BASIC_PROMPTS["final_answer"], indentation as in the source; {CLASSES} filled per label set:
+# the authors' five classes, or (ours) "Higher, Lower, Uncertain" with the mapping of the five
+# classes onto Uncertain stated (scorers.effect.DISPLAY).
 FINAL_ANSWER = """Given the ARTICLE SUMMARIES. Provide a concise and precise answer to the provided QUESTION.
 
     After you think, return your answer with the following format:

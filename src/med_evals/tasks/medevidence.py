@@ -19,8 +19,15 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
 from med_evals.data import DatasetError, fetch, read_csv_checked
-from med_evals.scorers.classification import classification_metrics
-from med_evals.scorers.effect import DISPLAY, FIVE, LABEL_SETS, effect_direction, gold_label
+from med_evals.scorers.effect import (
+    DISPLAY,
+    FIVE,
+    LABEL_SETS,
+    SCHEME_SOURCE,
+    effect_direction,
+    effect_metrics,
+    gold_label,
+)
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence_prompts as prompts
 from med_evals.solvers.generate import generate_or_record_error
@@ -177,8 +184,9 @@ def medevidence(
             authors' barebones-abstract setting), ``closed_book`` (question only), or both
             (comma-separated) in one run.
         labels: ``five`` (default, the paper's classes: higher, lower, no difference,
-            uncertain effect, insufficient data) or ``three`` (Higher / Lower / Uncertain; every
-            other gold answer counts as Uncertain).
+            uncertain effect, insufficient data) or ``three`` (ours, not the paper's: Higher /
+            Lower / Uncertain, the prompt saying that Uncertain covers no difference, an
+            uncertain effect and insufficient data; those gold answers count as Uncertain).
         questions: ``250`` (default: the questions answerable from abstracts, with sources) or
             ``284`` (all questions from the spreadsheet; closed book only).
         data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else downloaded at the
@@ -186,7 +194,9 @@ def medevidence(
         subset: A stored subset of the 250 questions (``smoke``: 20, ``ci``: 100; stratified
             by gold answer; ``datasets/subsets/medevidence-<name>.yaml``). Default: all.
 
-    Defaults as in the authors' code: temperature 0, at most 4,096 output tokens.
+    Defaults as in the authors' code: temperature 0, at most 4,096 output tokens. Replies are
+    graded as the authors graded them (the ``**Answer**`` field must equal a class); our lenient
+    reading is reported beside it (metrics suffixed ``_lenient``).
     """
     conds = condition.split(",") if isinstance(condition, str) else list(condition)
     conds = [c.strip() for c in conds]
@@ -215,12 +225,11 @@ def medevidence(
         )
         qs = [by_id[i] for i in keep]
     samples = [record_to_sample(q, c, labels) for q in qs for c in conds]
-    label_list = list(LABEL_SETS[labels].labels)
     return Task(
         dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
         solver=generate_or_record_error(),
         scorer=effect_direction(labels),
-        metrics=classification_metrics(label_list, fields=("evidence_quality",)),
+        metrics=effect_metrics(labels),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
         epochs=Epochs(1, majority_label()),
         version="1.0.0",
@@ -228,6 +237,9 @@ def medevidence(
             "study": "Polzak et al. 2026 (MedEvidence)",
             "conditions": conds,
             "labels": labels,
+            "label_scheme": SCHEME_SOURCE[labels],
+            "grading": "authors' (inspect_outputs.ipynb grade): the **Answer** field, lower-cased "
+            "and stripped, equals a class, else invalid; lenient parse (ours) as *_lenient",
             "subset": subset,
             "prompt": "run-med-evidence basic final_answer (barebones abstract); "
             "system 'follow instruction'",
