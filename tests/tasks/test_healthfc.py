@@ -164,3 +164,56 @@ def test_shared_copy_loads_all_750_claims() -> None:
     assert meta["data"]["sha256"].startswith("6b832bd2")
     assert meta["count_check"].startswith("matches")
     assert len(meta["samples_without_reference"]) == 9
+
+
+def test_generation_means_leave_out_errors_and_missing_references(tmp_path: Path) -> None:
+    """ERROR samples (provider failure) and claims without an explanation are missing from the
+    ROUGE-L and BERTScore means (not 0), counted beside them; the means equal rouge-score's and
+    bert-score's own values averaged over the claims that got a reply and have a reference."""
+    from rouge_score.rouge_scorer import RougeScorer
+
+    data = _rewrite(tmp_path, "en_explanation", 0, "")  # green tea: no explanation
+    failing = ("zinc", "homeopathy")
+
+    def respond(input, tools, tool_choice, config):
+        text = input[-1].text
+        if any(c in text for c in failing):
+            raise RuntimeError("provider unavailable")
+        reply = next(r for claim, r in REPLIES.items() if claim in text)
+        out = ModelOutput.from_content("mockllm/model", reply)
+        out.usage = ModelUsage(input_tokens=40, output_tokens=20, total_tokens=60)
+        return out
+
+    with pytest.warns(UserWarning, match="6 rows, not 750"):
+        task = healthfc(data_file=str(data))
+    [log] = eval(
+        task,
+        model=get_model("mockllm/model", custom_outputs=respond),
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+        max_retries=0,
+    )
+    assert log.status == "success"
+    m = metrics_of(log)
+    assert m["predicted_error"] == 2
+    assert (m["generation_scored"], m["generation_no_reply"], m["generation_no_reference"]) == (
+        3,
+        2,
+        1,
+    )
+    df = read_healthfc(data)
+    pairs = [
+        (next(r for c, r in REPLIES.items() if c in q), ref)
+        for q, ref in zip(df["en_claim"], df["en_explanation"], strict=True)
+        if ref.strip() and not any(c in q for c in failing)
+    ]
+    assert len(pairs) == 3
+    rouge = RougeScorer(["rougeL"], use_stemmer=True)
+    expected_rouge = [rouge.score(ref, reply)["rougeL"].fmeasure for reply, ref in pairs]
+    assert m["rouge_l_mean"] == pytest.approx(sum(expected_rouge) / 3, abs=1e-12)
+    _, _, f1 = load_bertscorer(BertScoreConfig.make()).score(
+        [reply for reply, _ in pairs], [ref for _, ref in pairs]
+    )
+    assert m["bertscore_f1_mean"] == pytest.approx(float(f1.mean()), abs=1e-6)
+    errored = [s for s in log.samples if s.scores["verdict"].value["prediction"] == "ERROR"]
+    assert all(s.scores["verdict"].value["rouge_l"] is None for s in errored)

@@ -21,10 +21,24 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from scipy.stats import binomtest
 
+from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.stats import proportion_with_intervals
 
 GRADER_ROLE = "grader"
 JUDGE_FAILURE = "JUDGE_FAILURE"
+#: a sample the judge was not asked about (no reply to judge, or nothing to compare it with)
+NO_REPLY = "NO_REPLY"
+NO_REFERENCE = "NO_REFERENCE"
+
+
+def score_values(scores: list[SampleScore]) -> list[dict[str, Any]]:
+    """The dict score values of ``scores`` (every judge scores a dict)."""
+    out = []
+    for s in scores:
+        if not isinstance(s.score.value, dict):
+            raise ValueError(f"judge metrics need dict score values, got {s.score.value!r}")
+        out.append(s.score.value)
+    return out
 
 
 def grader_model() -> Model:
@@ -107,7 +121,7 @@ def parse_rating(text: str) -> dict[str, Any] | None:
         m = re.search(r"\brating\W{0,5}([1-5])\b", text, re.IGNORECASE)
         rating = m.group(1) if m else None
     try:
-        rating = int(rating)
+        rating = int(rating)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
     if not 1 <= rating <= 5:
@@ -132,7 +146,7 @@ def plausibility_summary() -> Metric:
     """Mean rating of counterfactual and original abstracts, their paired difference, failures."""
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        vals = [s.score.value for s in scores]
+        vals = score_values(scores)
         ok = [v for v in vals if v["cf_rating"] > 0 and v["orig_rating"] > 0]
         cf = [v["cf_rating"] for v in vals if v["cf_rating"] > 0]
         orig = [v["orig_rating"] for v in vals if v["orig_rating"] > 0]
@@ -157,7 +171,7 @@ def detectability() -> Metric:
     """Share of trials where the grader named the edited abstract (0.5: indistinguishable)."""
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        vals = [s.score.value for s in scores]
+        vals = score_values(scores)
         judged = [v for v in vals if v["picked"] != JUDGE_FAILURE]
         hits = sum(v["correct"] for v in judged)
         pr = proportion_with_intervals(hits, len(judged))
@@ -258,13 +272,16 @@ def parse_agreement(text: str) -> dict[str, Any] | None:
 
 @metric
 def agreement_shares() -> Metric:
-    """Share of replies that agree, partly agree or contradict; judge failures counted apart."""
+    """Share of judged replies that agree, partly agree or contradict; judge failures and the
+    samples never judged (no reply, no reference) counted apart."""
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        c = Counter(s.score.value["agreement"] for s in scores)
+        c = Counter(v["agreement"] for v in score_values(scores))
         judged = sum(c[a] for a in AGREEMENT)
         out = {a.replace(" ", "_"): (c[a] / judged if judged else math.nan) for a in AGREEMENT}
         out["judge_failures"] = c[JUDGE_FAILURE]
+        out["not_judged_no_reply"] = c[NO_REPLY]
+        out["not_judged_no_reference"] = c[NO_REFERENCE]
         out["n"] = len(scores)
         return out
 
@@ -277,6 +294,9 @@ def conclusion_agreement(
 ) -> Scorer:
     """The grader judges whether the reply agrees with the reference conclusion.
 
+    A sample without a reply (provider error, empty reply) or without a reference text is not
+    sent to the grader: it scores ``NO_REPLY`` / ``NO_REFERENCE``, counted apart.
+
     Args:
         reference_field: Sample metadata key of the reference conclusion.
         question_field: Sample metadata key of the question (the input text if absent).
@@ -286,11 +306,12 @@ def conclusion_agreement(
 
     async def score(state: TaskState, target: Target) -> Score:
         question = state.metadata.get(question_field) or state.input_text
-        prompt = AGREEMENT_PROMPT.format(
-            question=question,
-            reference=state.metadata[reference_field],
-            answer=state.output.completion or "(no answer)",
-        )
+        reply = "" if state.metadata.get(GENERATE_ERROR) else (state.output.completion or "")
+        reference = str(state.metadata.get(reference_field) or "")
+        missing = NO_REPLY if not reply.strip() else NO_REFERENCE if not reference.strip() else None
+        if missing:
+            return Score(value={"agreement": missing}, answer=missing, explanation="not judged")
+        prompt = AGREEMENT_PROMPT.format(question=question, reference=reference, answer=reply)
         parsed, replies = await ask_judge(grader, prompt, parse_agreement, attempts, FIX_AGREEMENT)
         verdict = parsed["verdict"] if parsed else JUDGE_FAILURE
         return Score(
