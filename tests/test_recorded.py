@@ -13,9 +13,10 @@ from .oncology_support import FIXTURE_CSV
 
 
 def _study_numbers(truth: pd.Series, raw: pd.Series) -> dict:
-    """The counterfactual study's analysis, re-derived independently: strict parse, valid only,
-    macro-F1, Wald intervals with z = 1.96 clipped to [0, 1]."""
-    parsed = raw.fillna("").map(lambda r: r.strip().upper() if r.strip() else "ERROR")
+    """The counterfactual study's rules (run_evaluation.py, analyze_results.py), re-derived
+    independently: no text is ERROR, any other reply stripped and upper-cased must be a label;
+    valid only, macro-F1, Wald intervals with z = 1.96 clipped to [0, 1]."""
+    parsed = raw.fillna("").map(lambda r: r.strip().upper() if r != "" else "ERROR")
     parsed = parsed.where(parsed.isin(["POSITIVE", "NEGATIVE", "ERROR"]), "INVALID")
     valid = parsed.isin(["POSITIVE", "NEGATIVE"])
     yt, yp = truth[valid], parsed[valid]
@@ -43,7 +44,10 @@ def _study_numbers(truth: pd.Series, raw: pd.Series) -> dict:
     }
 
 
-def test_recorded_replies_give_the_studys_numbers(shared_datasets):
+def test_recorded_replies_scored_by_the_counterfactual_studys_rules(shared_datasets):
+    """The replies come from the group's earlier paper (GPT-3.5 / GPT-4o / o1, section
+    conditions); what is reproduced is the counterfactual study's analysis applied to them, not
+    that paper's own (positive-class F1, Wald n = 250 unclipped, "NEGATIVE." read as NEGATIVE)."""
     path = shared_datasets / "oncology-rct-250" / "trials_with_predictions.csv"
     results = score_recorded(read_recorded(path))
     assert len(results) == 12  # 3 models x 4 section conditions
@@ -97,6 +101,16 @@ def test_long_table_with_ground_truth_from_trials(tmp_path):
             "raw_output": ["POSITIVE", "NEGATIVE", "Positive.", "NEGATIVE", "POSITIVE", ""],
         }
     )
+    # whitespace only is a reply (the study strips it to "" and parses it INVALID)
+    table = pd.concat(
+        [
+            table,
+            pd.DataFrame(
+                {"trial_idx": [2], "vendor": ["x"], "condition": ["doi_only"], "raw_output": ["  "]}
+            ),
+        ],
+        ignore_index=True,
+    )
     p = tmp_path / "predictions.csv"
     table.to_csv(p, index=False)
     replies = read_recorded(p, trials)
@@ -108,11 +122,13 @@ def test_long_table_with_ground_truth_from_trials(tmp_path):
         "NEGATIVE",
         "POSITIVE",
         "NEGATIVE",
+        "POSITIVE",
     ]
     by = {r["condition"]: r for r in score_recorded(replies)}
     assert by["title_abstract"]["n_valid"] == 2 and by["title_abstract"]["n_invalid"] == 1
     assert (
         by["counterfactual"]["n_error"] == 1 and by["counterfactual"]["strict"]["accuracy"] == 1.0
     )
+    assert (by["doi_only"]["n_invalid"], by["doi_only"]["n_error"]) == (1, 0)
     with pytest.raises(DatasetError, match="no ground_truth column"):
         read_recorded(p)

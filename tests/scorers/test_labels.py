@@ -33,7 +33,10 @@ REPLIES = [
     ("POSITIVE or NEGATIVE depending on the endpoint", INVALID, False, INVALID),
     ("POSITIVE\nNEGATIVE", INVALID, False, INVALID),
     ("", ERROR, False, ERROR),
-    ("   \n", ERROR, False, ERROR),
+    # whitespace only is text: the study strips it to "" and parses it INVALID; only no text
+    # at all (None, or "" which its `if content` turns into None) is ERROR
+    ("   \n", INVALID, False, INVALID),
+    (" ", INVALID, False, INVALID),
     (None, ERROR, False, ERROR),
     (
         "I'm sorry, but I can't determine the outcome of this trial from a DOI alone.",

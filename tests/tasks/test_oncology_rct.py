@@ -58,7 +58,6 @@ def test_exact_prompt_of_every_condition(fixture_data):
         ),
         "abstract_only": f"Abstract: {r.abstract}",
         "title_doi": f"DOI: 10.1200/JCO.19.90001\n\nTitle: {r.title}",
-        "counterfactual_title_only": f"Title: {r.counterfactual_title}",
         "conclusion_only": f"Abstract: {r.abstract_conclusions.strip()}",
         "methods_conclusion": (
             f"Abstract: {r.abstract_methods.strip()} {r.abstract_conclusions.strip()}"
@@ -70,6 +69,11 @@ def test_exact_prompt_of_every_condition(fixture_data):
     }
     for cond, text in expected.items():
         assert _inputs(cond)[0].input == text, cond
+    # only trials whose counterfactual title was edited (trial 2 of the fixture)
+    edited = fixture_data.iloc[2].counterfactual_title
+    assert {t: s.input for t, s in _inputs("counterfactual_title_only").items()} == {
+        2: f"Title: {edited}"
+    }
     assert r.counterfactual_abstract != r.abstract
 
     shuffled = _inputs("doi_shuffled")[0].input

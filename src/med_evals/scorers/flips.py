@@ -1,4 +1,16 @@
-"""Flip rates: how often a trial's prediction changes between two oncology conditions."""
+"""Flip rates: how often a trial's prediction changes between two oncology conditions.
+
+The paper defines the flip rate only for baseline vs counterfactual ("the proportion of trials
+for which the predicted label differed between the baseline and counterfactual inputs") and
+does not say what happens to invalid replies. Two denominators, both ours to choose:
+
+- default, **valid in both**: trials with a valid prediction (POSITIVE / NEGATIVE) in both
+  conditions; the others are counted as ``n_excluded``;
+- **all paired**: every trial with a reply in both conditions, an INVALID reply counted as an
+  outcome of its own (POSITIVE -> INVALID is a flip, INVALID -> INVALID is not). A provider
+  failure (ERROR: no reply) is missing, not an outcome: such trials are counted apart
+  (``n_error_excluded``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +20,11 @@ from typing import Any
 from inspect_ai.scorer import Metric, SampleScore, metric
 
 from med_evals.scorers.classification import by_group, score_dicts
+from med_evals.scorers.labels import ERROR
 from med_evals.stats import proportion_with_intervals
 
-#: Flip-rate pairs reported whenever both conditions are in a run (the study's two contrasts).
+#: Pairs reported whenever both conditions are in a run: the paper's baseline vs counterfactual,
+#: and (ours, not defined in the paper) counterfactual vs counterfactual with the real DOI.
 DEFAULT_FLIP_PAIRS = ("title_abstract:counterfactual", "counterfactual:counterfactual_doi")
 
 
@@ -24,8 +38,10 @@ def parse_pair(pair: str) -> tuple[str, str]:
 def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, Any]:
     """Share of trials whose prediction differs between conditions ``a`` and ``b``.
 
-    Over trials with a valid prediction in both conditions (the count of trials left out for
-    an invalid or errored prediction in either is reported as ``n_excluded``).
+    ``p``, ``count``, ``n``, ``wald``, ``wilson``: over trials valid in both conditions
+    (``n_excluded``: paired trials left out for an invalid or errored prediction in either).
+    ``all_paired``: the same numbers over every trial with a reply in both conditions, INVALID
+    an outcome of its own (``n_error_excluded``: paired trials left out for an ERROR).
     """
     by_cond = by_group(list(values))
     pa = {v["trial"]: v for v in by_cond.get(a, [])}
@@ -33,14 +49,24 @@ def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, 
     common = sorted(set(pa) & set(pb), key=str)
     both_valid = [t for t in common if pa[t]["valid"] and pb[t]["valid"]]
     flips = sum(pa[t]["prediction"] != pb[t]["prediction"] for t in both_valid)
+    replied = [t for t in common if ERROR not in (pa[t]["prediction"], pb[t]["prediction"])]
+    flips_all = sum(pa[t]["prediction"] != pb[t]["prediction"] for t in replied)
     out = proportion_with_intervals(flips, len(both_valid))
-    out.update(pair=f"{a}:{b}", n_paired=len(common), n_excluded=len(common) - len(both_valid))
+    out.update(
+        pair=f"{a}:{b}",
+        n_paired=len(common),
+        n_excluded=len(common) - len(both_valid),
+        all_paired=proportion_with_intervals(flips_all, len(replied)),
+        n_error_excluded=len(common) - len(replied),
+    )
     return out
 
 
 @metric
 def flip_rates(pairs: list[str] | None = None) -> Metric:
-    """Share of trials whose valid prediction differs between two conditions, with intervals.
+    """Share of trials whose prediction differs between two conditions, with intervals: over
+    trials valid in both (``<a>~<b>``), and over all paired trials with a reply, INVALID an
+    outcome of its own (``<a>~<b>/all_paired``).
 
     Args:
         pairs: Condition pairs ``"a:b"``; a pair is reported when both are in the run.
@@ -59,6 +85,12 @@ def flip_rates(pairs: list[str] | None = None) -> Metric:
                 out[f"{key}/wald_lo"], out[f"{key}/wald_hi"] = fr["wald"]
                 out[f"{key}/wilson_lo"], out[f"{key}/wilson_hi"] = fr["wilson"]
                 out[f"{key}/n"] = fr["n"]
+                ap = fr["all_paired"]
+                out[f"{key}/all_paired"] = ap["p"]
+                out[f"{key}/all_paired_wilson_lo"], out[f"{key}/all_paired_wilson_hi"] = ap[
+                    "wilson"
+                ]
+                out[f"{key}/all_paired_n"] = ap["n"]
         return out
 
     return compute

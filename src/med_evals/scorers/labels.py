@@ -46,12 +46,14 @@ def invert_outcome(label: str) -> str:
 
 
 def parse_outcome_strict(reply: str | None) -> str:
-    """The study's own rule: the reply, stripped and upper-cased, is exactly a label.
+    """The study's own rule (``run_evaluation.py``): the reply, stripped and upper-cased, is
+    exactly a label.
 
-    ``None`` or an empty reply is ``ERROR`` (the study recorded an empty API reply as an error);
-    any other text is ``INVALID``.
+    ``ERROR`` only when the API returned no text: ``None``, or an empty string (the study's
+    ``... if content else None`` turns it into ``None``). A reply of whitespace only is text: the
+    study strips it to ``""`` and parses it ``INVALID``, as any other text that is not a label.
     """
-    if reply is None or reply.strip() == "":
+    if not reply:
         return ERROR
     text = reply.strip().upper()
     return text if text in TRIAL_OUTCOME.labels else INVALID
@@ -69,9 +71,10 @@ def parse_outcome_lenient(reply: str | None) -> str:
     """A lenient reading: exactly one of the two label words occurs (in any case).
 
     ``"**POSITIVE**"``, ``"POSITIVE."`` and ``"The trial was negative"`` parse; a reply naming
-    both labels, or neither, is ``INVALID``. Reported beside the strict parse, never instead.
+    both labels, or neither (whitespace only), is ``INVALID``; no text at all is ``ERROR``, as in
+    the strict parse. Reported beside the strict parse, never instead.
     """
-    if reply is None or reply.strip() == "":
+    if not reply:
         return ERROR
     found = {m.upper() for m in _OUTCOME_WORD.findall(reply)}
     return found.pop() if len(found) == 1 else INVALID

@@ -19,7 +19,7 @@ from typing import Any
 import pandas as pd
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import GenerateConfig
+from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.solver import Solver, generate, system_message
 
 from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, resolve_file
@@ -78,6 +78,7 @@ CONDITIONS: dict[str, Condition] = {
         # its appendix
         Condition("abstract_only", prompts.ABSTRACT_ONLY, False, "appendix"),
         Condition("title_doi", prompts.DOI_TITLE, False, "appendix"),
+        # only trials whose counterfactual title was edited (see title_edited)
         Condition("counterfactual_title_only", prompts.TITLE_ONLY, True, "appendix"),
         # section ablations of the group's earlier paper (sections joined by a space)
         Condition("conclusion_only", prompts.ABSTRACT_ONLY, False, "sections"),
@@ -116,6 +117,30 @@ def resolve_conditions(condition: str | Sequence[str]) -> list[str]:
     if not names:
         raise ValueError("no condition selected")
     return names
+
+
+# --- generation settings ----------------------------------------------------------------------
+
+#: Providers the study called without a temperature: its Anthropic call set none; its OpenAI and
+#: Google calls sent ``temperature=0`` (``run_evaluation.py``).
+NO_TEMPERATURE_PROVIDERS = ("anthropic",)
+
+
+def study_generate_config(model: str | None) -> GenerateConfig:
+    """What the study sent to ``model``'s provider: at most 500 output tokens, and temperature 0
+    except to Anthropic (none). Any other provider, or a model not known when the task is built,
+    gets temperature 0. ``--temperature`` and ``--max-tokens`` override both."""
+    provider = model.split("/", 1)[0] if model else None
+    temperature = None if provider in NO_TEMPERATURE_PROVIDERS else 0.0
+    return GenerateConfig(temperature=temperature, max_tokens=500)
+
+
+def evaluated_model() -> str | None:
+    """The model under evaluation when the task is built by ``inspect eval`` (else None)."""
+    try:
+        return str(get_model())
+    except Exception:  # noqa: BLE001 - a Task built in Python before any model is named
+        return None
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -318,6 +343,26 @@ def subset_trials(df: pd.DataFrame, subset: str | None) -> set[str] | None:
     return set(select(dois, load_subset("oncology_rct", subset), dois))
 
 
+def _normal_title(title: str) -> str:
+    return " ".join(title.split()).rstrip(". ")
+
+
+def title_edited(row: Mapping[str, Any]) -> bool:
+    """The counterfactual title says something the original does not (whitespace and a final
+    full stop aside). In the study's data 13 of 250 titles were edited (its ``sections_modified``
+    lists ``title`` for exactly those); one more differs only by a final full stop."""
+    return _normal_title(row["counterfactual_title"]) != _normal_title(row["title"])
+
+
+def title_only_counts(df: pd.DataFrame, conditions: Sequence[str]) -> dict[str, Any]:
+    """How many counterfactual titles differ from the original (reported with that condition)."""
+    if "counterfactual_title_only" not in conditions:
+        return {}
+    edited = sum(title_edited(row) for _, row in df.iterrows())
+    unchanged = len(df) - edited
+    return {"counterfactual_title_only": {"titles_edited": edited, "titles_unchanged": unchanged}}
+
+
 def build_samples(
     df: pd.DataFrame,
     conditions: Sequence[str],
@@ -328,7 +373,9 @@ def build_samples(
     """Samples trial-major (every condition of trial 0, then trial 1, ...).
 
     Controls are drawn over the whole table before the time split, so a trial keeps its
-    shuffled or synthetic DOI whatever split is taken.
+    shuffled or synthetic DOI whatever split is taken. ``counterfactual_title_only`` takes only
+    the trials whose counterfactual title was edited (:func:`title_edited`): for the others the
+    input is the original title, and scoring it against the inverted label would be wrong.
     """
     controls = make_controls(df, seed)
     cutoff = date.fromisoformat(published_after) if published_after else None
@@ -339,6 +386,8 @@ def build_samples(
         if trials is not None and str(trial) not in trials:
             continue
         for name in conditions:
+            if name == "counterfactual_title_only" and not title_edited(row):
+                continue
             samples.append(record_to_sample(row, int(trial), pos, CONDITIONS[name], controls))
     return samples
 
@@ -379,8 +428,10 @@ def oncology_rct(
             Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
             behaviour (the sample errors; retry with ``inspect eval-retry``).
 
-    Defaults as in the study: temperature 0, at most 500 output tokens (``--temperature`` and
-    ``--max-tokens`` override them). System prompt verbatim from the paper.
+    Defaults as the study sent them: at most 500 output tokens; temperature 0 to OpenAI, Google
+    and any other provider, no temperature to Anthropic (the study set none there); a Task built
+    in Python before the model is known sends temperature 0 (``--temperature`` and
+    ``--max-tokens`` override). System prompt verbatim from the paper.
     """
     names = resolve_conditions(condition)
     path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
@@ -392,6 +443,8 @@ def oncology_rct(
     pairs = list(DEFAULT_FLIP_PAIRS)
     extra = flip_pairs.split(",") if isinstance(flip_pairs, str) else (flip_pairs or [])
     pairs += [p.strip() for p in extra if p.strip() and p.strip() not in pairs]
+    model = evaluated_model()
+    config = study_generate_config(model)
     gen: Callable[[], Solver] = {"score": generate_or_record_error, "raise": generate}.get(
         provider_errors
     ) or _bad_option("provider_errors", provider_errors, ("score", "raise"))
@@ -400,7 +453,7 @@ def oncology_rct(
         solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
         scorer=trial_outcome(),
         metrics=outcome_metrics(pairs),
-        config=GenerateConfig(temperature=0.0, max_tokens=500),
+        config=config,
         epochs=Epochs(1, majority_label()),
         version="1.0.0",
         metadata={
@@ -408,6 +461,13 @@ def oncology_rct(
             "conditions": names,
             "published_after": published_after,
             "n_trials": len({s.metadata["trial"] for s in samples}),
+            "generate": {
+                "model_at_build": model,
+                "temperature": config.temperature,
+                "max_tokens": config.max_tokens,
+                "rule": "the study's: temperature 0 to OpenAI and Google, none to Anthropic",
+            },
+            **title_only_counts(df, names),
             "seed": seed,
             "subset": subset,
             "prompt": "oncology_system_prompt_v1 (verbatim from the paper)",
