@@ -36,6 +36,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
 
+from med_evals.scorers.values import GenerationScores, Mentions
 from med_evals.solvers.generate import GENERATE_ERROR
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
@@ -268,7 +269,7 @@ def _reply(state: TaskState) -> str:
 
 
 #: The generation scores of a sample that has none (no reply, or no reference).
-NO_SCORES: dict[str, float | None] = {
+NO_SCORES: GenerationScores = {
     "rouge_l": None,
     "bertscore_f1": None,
     "bertscore_precision": None,
@@ -360,7 +361,7 @@ def generation(
         if not reference.strip():
             # nothing to compare with (9 HealthFC claims have no explanation): no score, and
             # the means are taken over the samples that have a reference
-            return Score(value=dict(NO_SCORES), metadata=info | {"no_reference": True})
+            return Score(value=dict(NO_SCORES), metadata=info | {"no_reference": True})  # type: ignore[arg-type]
         p = r = f = None
         if bertscore:
             loop = asyncio.get_running_loop()
@@ -391,9 +392,12 @@ EVIDENCE_TERMS: dict[str, re.Pattern[str]] = {
 }
 
 
-def evidence_mentions_in(reply: str) -> dict[str, bool]:
+def evidence_mentions_in(reply: str) -> Mentions:
     """Which of Table 5's terms a reply mentions."""
-    return {term: bool(p.search(reply)) for term, p in EVIDENCE_TERMS.items()}
+    found = {term: bool(p.search(reply)) for term, p in EVIDENCE_TERMS.items()}
+    return Mentions(
+        cochrane=found["cochrane"], review=found["review"], meta_analysis=found["meta_analysis"]
+    )
 
 
 @metric

@@ -43,13 +43,14 @@ from med_evals.scorers.labels import (
     parse_outcome_lenient,
     parse_outcome_strict,
 )
+from med_evals.scorers.values import OutcomeValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.stats import binary_estimates, binary_summary
 
 
 def outcome_value(
     reply: str | None, target: str, condition: str, trial: int, error: str | None = None
-) -> dict[str, Any]:
+) -> OutcomeValue:
     """The score value for one reply (``error`` set: a provider failure, scored ERROR)."""
     if error is not None:
         reply = None
@@ -223,7 +224,7 @@ def trial_outcome() -> Scorer:
             error=error,
         )
         return Score(
-            value=value,
+            value=score_value(value),
             answer=value["prediction"],
             explanation=reply if error is None else f"provider error: {error}",
         )

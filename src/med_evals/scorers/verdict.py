@@ -23,6 +23,7 @@ a label. No reply (``None``, empty) is ``ERROR``; a reply with no label is ``INV
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from inspect_ai.scorer import Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
@@ -39,6 +40,7 @@ from med_evals.scorers.generation import (
 )
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
+from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.scorers.verdict_metrics import (
     accuracy_by_category,
     accuracy_by_strength,
@@ -126,9 +128,9 @@ def parse_verdict(reply: str | None) -> str:
 
     stated: list[re.Match[str]] = []
     for pattern in (_START, _END):
-        m = pattern.search(text)
-        if m:
-            stated.append(m)
+        found_at = pattern.search(text)
+        if found_at:
+            stated.append(found_at)
     stated += list(_CUE.finditer(text)) + list(_BRACKETED.finditer(text))
     found = _one(_distinct(stated, text))
     if found is not None:
@@ -217,7 +219,7 @@ def verdict(
         if state.metadata.get(GENERATE_ERROR):
             reply = None
         prediction = parse_verdict(reply)
-        value: dict[str, str | bool | float | None] = {
+        value: VerdictValue = {
             "prediction": prediction,
             "target": target_label(target),
             "valid": VERDICT.is_label(prediction),
@@ -233,14 +235,15 @@ def verdict(
             value["no_reply"] = True
         elif text_score is not None:
             text = await text_score(state, target)
-            value.update(text.value)  # type: ignore[arg-type]
+            assert text is not None and isinstance(text.value, dict)
+            value.update(cast(GenerationScores, text.value))
             if (text.metadata or {}).get("no_reference"):
                 metadata = {"no_reference": True}
                 value["no_reference"] = True
         if mentions:
             value.update(evidence_mentions_in(reply or ""))
         return Score(
-            value=value,
+            value=score_value(value),
             answer=prediction,
             explanation=reply or state.metadata.get(GENERATE_ERROR) or "",
             metadata=metadata,
