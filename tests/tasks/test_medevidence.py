@@ -80,7 +80,7 @@ def test_three_way_metrics_follow_the_scheme(fixture_data, tmp_path):
         counts = {k for (g, k) in m if g == "label_counts"}
         assert counts == {"higher", "lower", "uncertain", "INVALID", "ERROR", "total"}
         # gold: uncertain x3, lower, higher; all predicted uncertain: F1 3/4, 0, 0 over 3 labels
-        assert m[(None, "macro_f1_all")] == pytest.approx(0.75 / 3)
+        assert m[("headline", "macro_f1_all")] == pytest.approx(0.75 / 3)
         assert ("confusion_counts", "uncertain>uncertain") in m
         assert not any("no difference" in k for (_, k) in m)
         assert m[("accuracy_by_gold", "gold=uncertain/accuracy_all")] == 1.0
@@ -112,15 +112,15 @@ def test_end_to_end_metrics(fixture_data):
     # available" and the reply is invalid; 90000002-1's "Answer: Uncertain effect" has no
     # **Answer** field. Authors' grading: no difference, lower, INVALID, higher, INVALID; gold:
     # no difference, lower, insufficient data, higher, uncertain effect.
-    assert m[("accuracy_all", "evidence/accuracy_all")] == pytest.approx(3 / 5)
+    assert m[("headline", "evidence/accuracy_all")] == pytest.approx(3 / 5)
     assert m[("accuracy_valid", "evidence/accuracy_valid")] == 1.0
-    assert m[("valid_rate", "evidence/valid_rate")] == pytest.approx(3 / 5)
+    assert m[("headline", "evidence/valid_rate")] == pytest.approx(3 / 5)
     assert m[("label_counts", "evidence/no difference")] == 1
     assert m[("label_counts", "evidence/INVALID")] == 2
     assert m[("confusion_counts", "evidence/insufficient data>INVALID")] == 1
     assert m[("confusion_counts", "evidence/uncertain effect>INVALID")] == 1
     # macro-F1 over five labels: higher, lower, no difference 1; uncertain, insufficient 0
-    assert m[("macro_f1_all", "evidence/macro_f1_all")] == pytest.approx(3 / 5)
+    assert m[("headline", "evidence/macro_f1_all")] == pytest.approx(3 / 5)
     assert m[("by_field", "evidence/evidence_quality=high/accuracy_all")] == 1.0
     assert m[("by_field", "evidence/evidence_quality=not rated/accuracy_all")] == 0.0
     # the paper's per-gold-class breakdown
@@ -132,7 +132,7 @@ def test_end_to_end_metrics(fixture_data):
     assert m[("lenient_view", "evidence/valid_rate_lenient")] == pytest.approx(4 / 5)
     assert m[("confusion_lenient", "evidence/uncertain effect>uncertain effect_lenient")] == 1
     # closed book: every reply invalid -> accuracy over all 0, over valid undefined
-    assert m[("accuracy_all", "closed_book/accuracy_all")] == 0.0
+    assert m[("headline", "closed_book/accuracy_all")] == 0.0
     assert m[("label_counts", "closed_book/INVALID")] == 5
 
 

@@ -274,18 +274,3 @@ def by_field(field: str, labels: list[str]) -> Metric:
         return per_condition(scores, fn, f"by_{field}")
 
     return compute
-
-
-def classification_metrics(labels: Sequence[str], fields: Sequence[str] = ()) -> list[Metric]:
-    """The standard set: accuracy and macro-F1 over all and over valid, counts, confusion."""
-    labels = list(labels)
-    return [
-        accuracy_all(),
-        accuracy_valid(),
-        macro_f1_all(labels),
-        macro_f1_valid(labels),
-        valid_rate(),
-        label_counts(labels),
-        confusion_counts(labels),
-        *(by_field(f, labels) for f in fields),
-    ]

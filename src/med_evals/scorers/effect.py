@@ -31,11 +31,16 @@ from inspect_ai.solver import TaskState
 from med_evals.scorers.classification import (
     accuracy_by_group,
     accuracy_of,
-    classification_metrics,
+    accuracy_valid,
+    by_field,
+    confusion_counts,
     confusion_of,
+    label_counts,
     macro_f1_of,
+    macro_f1_valid,
     per_condition,
 )
+from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -238,7 +243,13 @@ def effect_metrics(scheme: str) -> list[Metric]:
     gold class; the lenient view suffixed ``_lenient``."""
     labels = list(LABEL_SETS[scheme].labels)
     return [
-        *classification_metrics(labels, fields=("evidence_quality",)),
+        # accuracy_all, macro_f1_all and valid_rate: the study spec's headline (studies.py)
+        headline("medevidence", scheme),
+        accuracy_valid(),
+        macro_f1_valid(labels),
+        label_counts(labels),
+        confusion_counts(labels),
+        by_field("evidence_quality", labels),
         accuracy_by_gold(),
         lenient_view(labels),
         confusion_lenient(labels),
