@@ -76,11 +76,6 @@ def test_counterfactual_tasks_take_the_oncology_subsets(shared_datasets, tmp_pat
     from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
 
     smoke = set(load_subset("oncology_rct", "smoke").ids)
-    build = counterfactual_build(
-        out_csv=str(tmp_path / "cf.csv"), subset="smoke", data_dir=str(shared_datasets)
-    )
-    assert {str(s.metadata["trial"]) for s in build.dataset} == smoke
-    assert build.metadata["input"]["subset"] == "smoke"
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
@@ -90,6 +85,16 @@ def test_counterfactual_tasks_take_the_oncology_subsets(shared_datasets, tmp_pat
         "mockllm/grader",
         custom_outputs=lambda *a: mock_output('{"rating": 4, "reason": "coherent"}'),
     )
+    [build] = inspect_eval(  # the builder needs its grader bound, so it is built by eval
+        counterfactual_build,
+        task_args={"subset": "smoke", "data_dir": str(shared_datasets)},
+        model="mockllm/model",
+        model_roles={"grader": grader},
+        display="none",
+        log_dir=str(tmp_path / "logs"),
+    )
+    assert {str(s.metadata["trial"]) for s in build.samples} == smoke
+    assert build.eval.metadata["input"]["subset"] == "smoke"
     [log] = inspect_eval(
         counterfactual_judges,
         task_args={"subset": "smoke", "data_dir": str(shared_datasets)},

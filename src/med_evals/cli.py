@@ -66,6 +66,20 @@ def _recorded_to_replay(args: argparse.Namespace) -> int:
     return cli(args)
 
 
+def _export_counterfactuals(args: argparse.Namespace) -> int:
+    from med_evals.counterfactual_export import export_counterfactuals
+
+    summary = export_counterfactuals(args.logs, args.out)
+    for line in summary.pop("skipped"):
+        print(f"skipped: {line}", file=sys.stderr)
+    print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    if not summary["rows"]:
+        print("error: no accepted rewrite in the logs", file=sys.stderr)
+        return 2
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     from med_evals.report import ReportError, build_report
 
@@ -193,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
         "--by-row", action="store_true", help="table rows are trials 0..n-1 (no DOI match)"
     )
     p.set_defaults(func=_recorded_to_replay)
+
+    p = sub.add_parser(
+        "export-counterfactuals",
+        help="write the accepted rewrites of counterfactual_build logs as a trials.csv",
+    )
+    p.add_argument("logs", nargs="+", help="counterfactual_build log files or directories")
+    p.add_argument("--out", required=True, help="CSV to write (rows already in it are kept)")
+    p.set_defaults(func=_export_counterfactuals)
 
     p = sub.add_parser("report", help="paper-style report (Markdown, HTML, PNG) from logs")
     p.add_argument("logs", nargs="+", help="log files or directories, any number of models")

@@ -8,6 +8,8 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
 
+from med_evals.cli import main as cli_main
+from med_evals.counterfactual_export import export_counterfactuals, read_accepted
 from med_evals.scorers.judges import (
     conclusion_agreement,
     parse_agreement,
@@ -15,12 +17,8 @@ from med_evals.scorers.judges import (
     parse_rating,
 )
 from med_evals.scorers.reducers import majority_label
-from med_evals.tasks.counterfactual import (
-    change_ratio,
-    check_rewrite,
-    counterfactual_build,
-    counterfactual_judges,
-)
+from med_evals.scorers.rewrite import change_ratio, check_rewrite
+from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import mock_output, replying
@@ -40,11 +38,13 @@ def _section(prompt, name):
 
 
 def _rewriter(prompt):
-    """A mock builder: flips the result sentences; misbehaves on two trials."""
+    """A mock builder: flips the result sentences; misbehaves on three trials."""
     fields = {k: _section(prompt, k) for k in ("introduction", "methods", "results", "conclusions")}
     fields["title"] = re.search(r"Title: (.*)\n", prompt).group(1)
     if "FIXTURE-6" in prompt:
         return "Sorry, I cannot help with that."  # unparseable
+    if "Drug B plus" in prompt:
+        raise RuntimeError("HTTP 500 from provider")  # a provider failure, not a bad rewrite
     swap = {"significantly longer": "not significantly different", "did not meet": "met"}
     for k in ("results", "conclusions"):
         text = fields[k]
@@ -61,46 +61,110 @@ def _rewriter(prompt):
     return json.dumps(fields)
 
 
+def _grader(input, tools, tool_choice, config):  # noqa: A002
+    """A mock grader with the study's system prompt: reads the result; unsure on one trial."""
+    assert input[0].text.startswith("You will be provided with information about a randomized")
+    text = input[-1].text
+    assert text.startswith("Title: ") and "\n\nAbstract: " in text
+    if "Maintenance Drug C" in text:
+        return mock_output("I cannot tell.")  # does not confirm the flip
+    negative = "did not meet" in text or "not significantly different" in text
+    return mock_output("NEGATIVE" if negative else "POSITIVE")
+
+
+def _build(task_args, epochs=1):
+    [log] = inspect_eval(
+        counterfactual_build,
+        task_args=task_args,
+        model=get_model("mockllm/model", custom_outputs=replying(_rewriter)),
+        model_roles={"grader": get_model("mockllm/model", custom_outputs=_grader)},
+        epochs=epochs,
+        display="none",
+        log_dir=LOGS,
+    )
+    return log
+
+
 def test_change_ratio_and_checks():
     assert change_ratio("abc", "abc") == 0.0
     assert 0 < change_ratio("the trial met", "the trial did not meet") < 0.5
-    orig = {"title": "t", "introduction": "i", "methods": "m", "results": "r", "conclusions": "c"}
-    assert check_rewrite(orig, None, 0.02)[0] == "unparseable reply"
-    assert check_rewrite(orig, dict(orig), 0.02)[0] == "results and conclusions unchanged"
-    assert check_rewrite(orig, {**orig, "methods": "M!", "results": "R"}, 0.02)[0].startswith(
-        "methods changed by"
-    )
-    assert check_rewrite(orig, {**orig, "results": "R"}, 0.02)[0] is None
+    orig = {
+        "title": "A trial of drug A",
+        "introduction": "i",
+        "methods": "m",
+        "results": "Survival was longer (p=0.01).",
+        "conclusions": "The trial met its endpoint.",
+    }
+    flipped = {
+        **orig,
+        "results": "Survival was not longer (p=0.41).",
+        "conclusions": "The trial did not meet its endpoint.",
+    }
+    bounds = (0.02, 0.55, 0.2)
+    assert check_rewrite(orig, None, *bounds)[0] == "unparseable"
+    assert check_rewrite(orig, dict(orig), *bounds)[0] == "outcome_unchanged"
+    # results alone is not enough: the study changed both in 250 of 250 trials
+    code, detail, _ = check_rewrite(orig, {**orig, "results": flipped["results"]}, *bounds)
+    assert code == "outcome_unchanged" and detail.startswith("conclusions unchanged")
+    assert check_rewrite(orig, {**flipped, "methods": "M!"}, *bounds)[0] == "background"
+    rewritten = {**flipped, "results": "OS: HR 1.02; 95% CI 0.8-1.3.", "conclusions": "No gain."}
+    assert check_rewrite(orig, rewritten, *bounds)[0] == "edit_too_large"
+    assert check_rewrite(orig, {**flipped, "title": "No benefit"}, *bounds)[0] == "title_too_large"
+    code, _, changes = check_rewrite(orig, flipped, *bounds)
+    assert code is None and 0 < changes["outcome"] < 0.55 and changes["title"] == 0
 
 
-def test_build_writes_study_schema_and_resumes(fixture_data, tmp_path):
-    out = tmp_path / "cf.csv"
-    model = get_model("mockllm/model", custom_outputs=replying(_rewriter))
-    [log] = inspect_eval(
-        counterfactual_build(out_csv=str(out)), model=model, display="none", log_dir=LOGS
-    )
+def test_build_checks_scores_only_and_exports_from_logs(fixture_data, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    log = _build({}, epochs=2)
+    assert log.status == "success"
+    assert list(tmp_path.glob("*.csv")) == []  # the scorer writes nothing
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
-    assert m["accepted"] == 4 and m["rejected"] == 2
-    assert m["rejected_unparseable"] == 1 and m["rejected_methods"] == 1
-    assert m["modified_results"] == 4 and m["modified_introduction"] == 0
+    assert (m["accepted"], m["rejected"], m["errors"]) == (2, 3, 1)
+    assert m["rejected_unparseable"] == 1 and m["rejected_background"] == 1
+    assert m["rejected_grader_disagrees"] == 1  # the grader did not confirm the flip
+    assert m["error_provider_error"] == 1  # a provider failure is an error, not a rejection
+    assert m["accept_rate"] == pytest.approx(2 / 5)
+    assert m["modified_results"] == 2 and m["modified_introduction"] == 0
+    assert 0 < m["change_outcome_median"] <= m["change_outcome_max"] < 0.55
 
+    out = tmp_path / "cf.csv"
+    summary = export_counterfactuals([log.location], out)
+    # two epochs accepted each of two trials: one row per trial, the second counted
+    assert (summary["accepted"], summary["duplicates"], summary["rows"]) == (4, 2, 2)
     built = pd.read_csv(out, dtype=str, keep_default_na=False)
     assert list(built.columns) == list(fixture_data.columns)
-    assert len(built) == 4
+    assert sorted(built["doi"]) == sorted(read_accepted([log.location]).rows)
     for _, row in built.iterrows():
         assert row.target_label != row.Annotation_accept
         assert json.loads(row.sections_modified) == ["results", "conclusion"]
         assert row.counterfactual_abstract != row.abstract
-    # the oncology task reads the builder's output unchanged
+    # the oncology task reads the export unchanged
     onco = oncology_rct(condition="counterfactual", trials_file=str(out))
-    assert len(onco.dataset) == 4 and onco.metadata["data"]["sha256"]
+    assert len(onco.dataset) == 2 and onco.metadata["data"]["sha256"]
+    # exporting again (same log, existing output) adds nothing
+    again = export_counterfactuals([log.location, log.location], out)
+    assert (again["written"], again["rows"]) == (0, 2)
 
-    # resume: only the two rejected trials are asked again
-    [again] = inspect_eval(
-        counterfactual_build(out_csv=str(out)), model=model, display="none", log_dir=LOGS
-    )
-    assert len(again.samples) == 2
-    assert len(pd.read_csv(out)) == 4
+
+def test_build_resumes_from_export_or_logs(fixture_data, tmp_path):
+    first = _build({})
+    out = tmp_path / "cf.csv"
+    assert export_counterfactuals([first.location], out)["rows"] == 2
+    for resume in (str(out), first.location):
+        log = _build({"resume": resume})
+        assert len(log.samples) == 4  # the two accepted trials are skipped
+        assert log.eval.metadata["skipped_finished"] == 2
+    with pytest.raises(FileNotFoundError, match="resume"):
+        counterfactual_build(resume=str(tmp_path / "missing.csv"))
+
+
+def test_export_command(fixture_data, tmp_path, capsys):
+    log = _build({})
+    out = tmp_path / "trials.csv"
+    assert cli_main(["export-counterfactuals", log.location, "--out", str(out)]) == 0
+    assert "written 2" in capsys.readouterr().out
+    assert len(pd.read_csv(out)) == 2
 
 
 def test_judge_parsers():
@@ -117,8 +181,9 @@ def test_judge_parsers():
 
 
 def test_missing_grader_is_an_error_at_start(fixture_data):
-    with pytest.raises(Exception, match="grader"):
-        inspect_eval(counterfactual_judges, model="mockllm/model", display="none", log_dir=LOGS)
+    for task_fn in (counterfactual_judges, counterfactual_build):
+        with pytest.raises(Exception, match="grader"):
+            inspect_eval(task_fn, model="mockllm/model", display="none", log_dir=LOGS)
 
 
 def test_rating_judge_retries_then_counts_failures(fixture_data):

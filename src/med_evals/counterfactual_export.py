@@ -1,0 +1,122 @@
+"""Export the accepted rewrites of ``counterfactual_build`` runs from their logs.
+
+The builder's scorer writes nothing; each accepted rewrite's ``trials.csv`` row is in its score
+metadata. :func:`export_counterfactuals` reads any number of logs (finished or not: an
+interrupted run's completed samples count), takes for each trial (DOI) the first accepted rewrite
+(logs in order of creation, then epoch), keeps the rows already in the output file, and writes
+one CSV that ``oncology_rct -T trials_file=...`` reads. Epochs and re-runs that accept a trial
+again are counted as duplicates and left out, so the file never holds a DOI twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from inspect_ai.log import read_eval_log
+
+from med_evals.data import DatasetError
+from med_evals.logs import expand_log_paths
+
+BUILD_TASK = "counterfactual_build"
+SCORER = "rewrite_check"
+
+
+@dataclass
+class Accepted:
+    """Accepted rows by DOI (first wins) and what was read."""
+
+    rows: dict[str, dict[str, str]] = field(default_factory=dict)
+    logs: int = 0
+    samples: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def read_accepted(paths: Iterable[str | Path]) -> Accepted:
+    """The accepted rewrites in builder logs, one per DOI: the earliest log's, lowest epoch."""
+    out = Accepted()
+    logs = []
+    for path in expand_log_paths(paths):
+        try:
+            log = read_eval_log(path)
+        except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
+            out.skipped.append(f"{path}: unreadable log ({ex})")
+            continue
+        if log.eval.task.split("/")[-1] != BUILD_TASK:
+            out.skipped.append(f"{path}: not a {BUILD_TASK} log ({log.eval.task})")
+            continue
+        logs.append(log)
+    for log in sorted(logs, key=lambda lg: lg.eval.created):
+        out.logs += 1
+        for sample in sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id))):
+            score = (sample.scores or {}).get(SCORER)
+            if score is None:
+                continue
+            out.samples += 1
+            value = score.value if isinstance(score.value, dict) else {}
+            if value.get("status") != "accepted":
+                continue
+            out.accepted += 1
+            row = (score.metadata or {}).get("row")
+            if not isinstance(row, dict) or "doi" not in row:
+                raise DatasetError(f"{log.location}: sample {sample.id}: accepted without a row")
+            if row["doi"] in out.rows:
+                out.duplicates += 1
+            else:
+                out.rows[row["doi"]] = {k: str(v) for k, v in row.items()}
+    return out
+
+
+def accepted_dois(resume: str | Sequence[str] | None) -> set[str]:
+    """DOIs already done: those of an exported CSV, or accepted in builder logs."""
+    if not resume:
+        return set()
+    items = [resume] if isinstance(resume, str) else list(resume)
+    dois: set[str] = set()
+    logs = []
+    for item in items:
+        path = Path(item)
+        if not path.exists():
+            raise FileNotFoundError(f"resume: {item} does not exist (logs or an exported CSV)")
+        if path.suffix == ".csv":
+            dois |= set(pd.read_csv(path, dtype=str, keep_default_na=False)["doi"])
+        else:
+            logs.append(item)
+    return dois | set(read_accepted(logs).rows) if logs else dois
+
+
+def export_counterfactuals(paths: Iterable[str | Path], out: str | Path) -> dict[str, Any]:
+    """Write the accepted rewrites to ``out`` (rows already there are kept); a summary."""
+    out = Path(out)
+    found = read_accepted(paths)
+    existing = (
+        pd.read_csv(out, dtype=str, keep_default_na=False)
+        if out.exists() and out.stat().st_size
+        else None
+    )
+    kept = [] if existing is None else existing.to_dict("records")
+    have = {r["doi"] for r in kept}
+    new = [row for doi, row in found.rows.items() if doi not in have]
+    rows = kept + new
+    if rows:
+        columns = list(existing.columns) if existing is not None else list(rows[0])
+        pd.DataFrame(rows, columns=columns).to_csv(out, index=False)
+        from med_evals.tasks.oncology_rct import read_trials
+
+        read_trials(out)  # the oncology task must read it: schema, unique DOIs, inverted targets
+    return {
+        "logs": found.logs,
+        "samples": found.samples,
+        "accepted": found.accepted,
+        "duplicates": found.duplicates,
+        "already_in_output": len(found.rows) - len(new),
+        "kept_from_output": len(kept),
+        "written": len(new),
+        "rows": len(rows),
+        "skipped": found.skipped,
+    }
