@@ -43,10 +43,14 @@ from inspect_ai.model import (
 from inspect_ai.scorer import includes
 from inspect_ai.solver import generate
 
-from med_evals.devtools.fake_openai import FakeOpenAIServer
-from med_evals.devtools.synthetic import medreqal_csv, verdict_reply
 from med_evals.solvers.verdict_prompts import render
 from med_evals.tasks.medreqal import medreqal
+
+# the test-only fake server lives in tests/support (not shipped); synthetic data beside this file
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from synthetic import medreqal_csv, verdict_reply  # noqa: E402
+
+from tests.support.fake_openai import FakeOpenAIServer  # noqa: E402
 
 
 def instant_model():

@@ -23,7 +23,7 @@ import random, sys
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import MemoryDataset
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
-from med_evals.devtools.synthetic import verdict_reply
+from synthetic import verdict_reply
 from med_evals.tasks.medreqal import medreqal
 
 rng = random.Random(0)
@@ -47,7 +47,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=2786)
     args = ap.parse_args()
-    from med_evals.devtools.synthetic import medreqal_csv
+    from synthetic import medreqal_csv
 
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_mem_"))
     csv = medreqal_csv(tmp / "medreqal_synthetic.csv")
@@ -56,7 +56,7 @@ def main() -> None:
         [sys.executable, "-c", CHILD, str(csv), str(args.n), str(tmp / "logs")],
         capture_output=True,
         text=True,
-        env=dict(os.environ, HF_HUB_OFFLINE="1"),
+        env=dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(Path(__file__).parent)),
     )
     elapsed = time.perf_counter() - start
     if out.returncode != 0:

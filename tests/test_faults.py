@@ -15,13 +15,13 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import get_model
 
 from med_evals.data import DatasetError, read_csv_checked
-from med_evals.devtools.fake_openai import FakeOpenAIServer
 from med_evals.report import build_report
 from med_evals.scorers.labels import parse_outcome_lenient, parse_outcome_strict
 from med_evals.tasks.oncology_rct import oncology_rct, read_trials
 
 from .conftest import replying
 from .oncology_support import FIXTURE_CSV, big_fixture_csv, install_fixture
+from .support.fake_openai import FakeOpenAIServer
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"
 INSPECT = str(Path(sys.executable).parent / "inspect")

@@ -1,7 +1,9 @@
 """One dataset layer for every study.
 
-Each dataset is described by a manifest, ``datasets/<name>.yaml``: where its files live at a
-pinned revision, their checksums, licence and citation. :func:`fetch` returns a verified local
+Each dataset is described by a manifest, ``<name>.yaml`` in the package's data folder
+``med_evals/manifests/`` (read with :mod:`importlib.resources`, so a wheel and an editable
+install find them the same way): where its files live at a pinned revision, their checksums,
+licence and citation. :func:`fetch` returns a verified local
 path for one file of a dataset, either
 
 - from a local data directory (task parameter ``data_dir`` or the ``MED_EVALS_DATA_DIR``
@@ -15,11 +17,15 @@ which pins a file at a commit without having the file). A mismatch is an error, 
 
 :func:`read_csv_checked` reads a CSV and checks it: missing columns, empty required values and
 unknown label values are errors that name the file, the data row and the column.
+
+Every problem with a data file is a :class:`DatasetError`: a ``ValueError`` that ``inspect eval``
+prints as one message, without a traceback (see :mod:`med_evals._compat`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.resources
 import io
 import os
 import shutil
@@ -33,16 +39,17 @@ from typing import Any
 import pandas as pd
 import yaml
 
+from med_evals._compat import InputError
+
 DATA_DIR_ENV = "MED_EVALS_DATA_DIR"
 CACHE_DIR_ENV = "MED_EVALS_CACHE_DIR"
 MANIFEST_DIR_ENV = "MED_EVALS_MANIFEST_DIR"
 
-#: Manifests live in the repository's ``datasets/`` folder; a wheel carries them as
-#: ``med_evals/manifests`` (a link to that folder in the source tree).
-_MANIFEST_DIRS = (Path(__file__).parent / "manifests", Path(__file__).parents[2] / "datasets")
+#: The package's data folder of manifests (and ``subsets/``), shipped in the wheel.
+PACKAGE_DATA = "manifests"
 
 
-class DatasetError(ValueError):
+class DatasetError(InputError):
     """A dataset file is missing, corrupt or does not have the expected content."""
 
 
@@ -98,16 +105,23 @@ class DatasetFile:
         }
 
 
+def packaged_manifest_dir() -> Path:
+    """``med_evals/manifests`` of the installed package (wheel or editable install)."""
+    folder = importlib.resources.files("med_evals") / PACKAGE_DATA
+    if not isinstance(folder, Path) or not folder.is_dir():
+        raise DatasetError(
+            f"no dataset manifests in the installed package ({folder}): the installation is "
+            "incomplete; reinstall med_evals"
+        )
+    return folder
+
+
 def manifest_dir() -> Path:
+    """The manifests' folder: ``$MED_EVALS_MANIFEST_DIR`` if set, else the package's own."""
     override = os.environ.get(MANIFEST_DIR_ENV)
     if override:
         return Path(override)
-    for d in _MANIFEST_DIRS:
-        if d.is_dir():
-            return d
-    raise DatasetError(
-        f"no dataset manifests found (looked in {', '.join(map(str, _MANIFEST_DIRS))})"
-    )
+    return packaged_manifest_dir()
 
 
 def load_manifest(name: str) -> Manifest:
@@ -209,14 +223,30 @@ def _download(url: str, dest: Path, timeout: float = 60.0) -> None:
         raise
 
 
-def fetch(dataset: str, file: str, data_dir: str | Path | None = None) -> DatasetFile:
+def where_to_put(manifest: Manifest, file: str, file_param: str | None = None) -> str:
+    """What a user can do when a dataset file is not available: every way to provide it."""
+    own = f", or read your own copy as is with -T {file_param}=<file>" if file_param else ""
+    return (
+        f"put '{file}' in <dir>/{manifest.local_dir}/ and set {DATA_DIR_ENV}=<dir> or pass "
+        f"-T data_dir=<dir>{own}"
+    )
+
+
+def fetch(
+    dataset: str,
+    file: str,
+    data_dir: str | Path | None = None,
+    file_param: str | None = None,
+) -> DatasetFile:
     """A verified local path for ``file`` of ``dataset``.
 
     Args:
-        dataset: Manifest name (``datasets/<dataset>.yaml``).
+        dataset: Manifest name (``med_evals/manifests/<dataset>.yaml``).
         file: File name as listed in the manifest.
         data_dir: Local data directory; defaults to ``$MED_EVALS_DATA_DIR``. When given, the file
             must be there: nothing is downloaded.
+        file_param: The calling task's parameter for a user's own copy (``data_file``), named in
+            the error when the file cannot be found.
     """
     manifest = load_manifest(dataset)
     spec = manifest.file(file)
@@ -227,24 +257,30 @@ def fetch(dataset: str, file: str, data_dir: str | Path | None = None) -> Datase
             if path.is_file():
                 verify(path, spec)
                 return DatasetFile(path=path, manifest=manifest, spec=spec, origin="local")
+        source = "-T data_dir" if data_dir else DATA_DIR_ENV
+        looked = (
+            f"looked for {', '.join(str(c) for c in candidates)}"
+            if local.is_dir()
+            else ("it is not a directory" if local.exists() else "it does not exist")
+        )
         raise DatasetError(
             f"missing file: dataset '{dataset}' file '{file}' is not in the data directory "
-            f"{local} (looked for {', '.join(str(c) for c in candidates)})"
+            f"{local} (from {source}; {looked}); {where_to_put(manifest, file, file_param)}"
         )
 
     cached = cache_dir() / manifest.name / manifest.revision / file
     if not cached.is_file():
         if not spec.url:
             raise DatasetError(
-                f"dataset '{dataset}' file '{file}' has no download URL; put it in a data "
-                f"directory and set {DATA_DIR_ENV} or the task's data_dir parameter"
+                f"dataset '{dataset}' file '{file}' has no download URL; "
+                f"{where_to_put(manifest, file, file_param)}"
             )
         try:
             _download(spec.url, cached)
         except OSError as ex:
             raise DatasetError(
                 f"could not download {spec.url} for dataset '{dataset}' ({ex}). Without network "
-                f"access put '{file}' under <dir>/{manifest.local_dir}/ and set {DATA_DIR_ENV}"
+                f"access {where_to_put(manifest, file, file_param)}"
             ) from ex
     try:
         verify(cached, spec)
@@ -255,17 +291,24 @@ def fetch(dataset: str, file: str, data_dir: str | Path | None = None) -> Datase
 
 
 def resolve_file(
-    dataset: str, file: str, data_dir: str | Path | None = None, data_file: str | Path | None = None
+    dataset: str,
+    file: str,
+    data_dir: str | Path | None = None,
+    data_file: str | Path | None = None,
+    file_param: str = "data_file",
 ) -> tuple[Path, dict[str, Any]]:
     """(path, provenance) of a dataset file: a user's own file as is, else :func:`fetch`.
 
     A ``data_file`` (e.g. a builder's output or another export of the dataset) is read without
     checking it against the manifest; its sha256 and git blob id are recorded instead.
+    ``file_param`` is the task's name for that parameter, used in error messages.
     """
     if data_file:
         path = Path(data_file).expanduser()
+        if path.is_dir():
+            raise DatasetError(f"{file_param} {path} is a directory, not a file")
         if not path.is_file():
-            raise DatasetError(f"data file {path} does not exist")
+            raise DatasetError(f"{file_param} {path} does not exist")
         return path, {
             "dataset": dataset,
             "file": path.name,
@@ -274,7 +317,7 @@ def resolve_file(
             "sha256": sha256_of(path),
             "git_blob_sha1": git_blob_sha1_of(path),
         }
-    got = fetch(dataset, file, data_dir)
+    got = fetch(dataset, file, data_dir, file_param)
     return got.path, got.provenance()
 
 
@@ -334,6 +377,8 @@ def read_csv_checked(
             f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} "
             f"(found: {', '.join(map(repr, df.columns))})"
         )
+    if df.empty:
+        raise DatasetError(f"{path}: no data rows (the file holds a header only)")
     if expected_rows is not None and len(df) != expected_rows:
         raise DatasetError(f"{path}: expected {expected_rows} rows, found {len(df)}")
 

@@ -1,4 +1,6 @@
-"""Named, versioned, stratified subsets whose ids are stored in ``datasets/subsets/``.
+"""Named, versioned, stratified subsets whose ids are stored in the package's data folder
+``med_evals/manifests/subsets/`` (``src/med_evals/manifests/subsets/`` in the source tree; read
+through :func:`med_evals.data.manifest_dir`, so a wheel finds them as an editable install does).
 
 A subset file pins the item ids of one task's dataset (trial row indices, question ids, ...),
 the dataset revision they were drawn from, and a short hash of each item's identifying text, so

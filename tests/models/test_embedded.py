@@ -2,9 +2,9 @@
 
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.model import get_model
 
+from med_evals._compat import PrerequisiteError
 from med_evals.models.embedded import resolve_gguf
 from med_evals.tasks.oncology_rct import oncology_rct
 

@@ -3,10 +3,10 @@
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from med_evals.devtools.fake_openai import FakeOpenAIServer
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture
+from ..support.fake_openai import FakeOpenAIServer
 
 SYSTEM_START = "You will be provided with information about a randomized controlled oncology"
 

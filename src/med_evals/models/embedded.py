@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.model import (
     ChatCompletionChoice,
     ChatMessage,
@@ -45,6 +44,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from med_evals._compat import PrerequisiteError
 from med_evals.data import cache_dir
 
 

@@ -9,10 +9,10 @@ scored as ``ERROR``. Inspect's own control flow (limits, cancellation) is never 
 
 from __future__ import annotations
 
-from inspect_ai._util.error import PrerequisiteError
-from inspect_ai._util.exception import TerminateSampleError
 from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
 from inspect_ai.util import LimitExceededError
+
+from med_evals._compat import PrerequisiteError, TerminateSampleError
 
 GENERATE_ERROR = "generate_error"
 

@@ -194,7 +194,7 @@ class FakeOpenAIServer:
 
 
 def main() -> None:
-    """Serve from the command line: ``python -m med_evals.devtools.fake_openai``."""
+    """Serve from the command line: ``python -m tests.support.fake_openai``."""
     import argparse
 
     p = argparse.ArgumentParser()

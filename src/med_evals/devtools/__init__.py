@@ -1,1 +1,0 @@
-"""Development tools shared by tests and benchmarks (not used by the tasks)."""
