@@ -23,6 +23,16 @@ from inspect_ai.solver import system_message
 
 from med_evals.counterfactual_export import accepted_dois
 from med_evals.data import resolve_file
+from med_evals.params import (
+    Choice,
+    Directory,
+    File,
+    Integer,
+    Number,
+    Paths,
+    Text,
+    check_params,
+)
 from med_evals.scorers.judges import detectability_judge, plausibility_judge
 from med_evals.scorers.labels import invert_outcome
 from med_evals.scorers.reducers import majority_label
@@ -62,7 +72,7 @@ def _trials(
     trials_file: str | None, data_dir: str | None, subset: str | None = None
 ) -> tuple[pd.DataFrame, dict]:
     """The trials, or those of a stored ``oncology_rct`` subset (same ids, DOIs checked)."""
-    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
+    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file, "trials_file")
     df = read_trials(path)
     keep = subset_trials(df, subset)
     if keep is not None:
@@ -98,6 +108,21 @@ def counterfactual_build(
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
     """
+    p = check_params(
+        "counterfactual_build",
+        locals(),
+        trials_file=File(),
+        resume=Paths(),
+        max_background_change=Number(minimum=0.0, maximum=1.0),
+        max_outcome_change=Number(minimum=0.0, maximum=1.0),
+        max_title_change=Number(minimum=0.0, maximum=1.0),
+        data_dir=Directory(),
+        subset=Text(),
+    )
+    max_background_change = p.max_background_change
+    max_outcome_change, max_title_change, resume = (
+        p.max_outcome_change, p.max_title_change, p.resume
+    )
     df, provenance = _trials(trials_file, data_dir, subset)
     done = accepted_dois(resume)
     samples = []
@@ -161,6 +186,17 @@ def counterfactual_judges(
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
     """
+    p = check_params(
+        "counterfactual_judges",
+        locals(),
+        judge=Choice(values=("rate", "paired")),
+        trials_file=File(),
+        seed=Integer(),
+        attempts=Integer(minimum=1),
+        data_dir=Directory(),
+        subset=Text(),
+    )
+    seed, attempts = p.seed, p.attempts
     df, provenance = _trials(trials_file, data_dir, subset)
     if judge == "rate":
         judge_scorer = plausibility_judge(attempts=attempts)

@@ -20,10 +20,11 @@ from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 
 from med_evals.data import fetch, read_csv_checked, resolve_file
+from med_evals.params import Flag, check_params
 from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED
 from med_evals.solvers.verdict_prompts import check_variant, verdict_prompt
-from med_evals.tasks.medreqal import check_counts, verdict_task
+from med_evals.tasks.medreqal import check_counts, verdict_params, verdict_task
 
 DATASET = "healthfc"
 FILE = "Datensatz.csv"
@@ -113,6 +114,8 @@ def healthfc(
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
     """
+    p = check_params("healthfc", locals(), **verdict_params(), evidence=Flag())
+    evidence, epochs, bertscore_layers = p.evidence, p.epochs, p.bertscore_layers
     check_variant(prompt)
     path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_healthfc(path)

@@ -19,6 +19,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
 from med_evals.data import DatasetError, fetch, read_csv_checked
+from med_evals.params import Choice, Directory, ParamError, Text, check_params
 from med_evals.scorers.effect import (
     DISPLAY,
     FIVE,
@@ -198,6 +199,16 @@ def medevidence(
     graded as the authors graded them (the ``**Answer**`` field must equal a class); our lenient
     reading is reported beside it (metrics suffixed ``_lenient``).
     """
+    p = check_params(
+        "medevidence",
+        locals(),
+        condition=Choice(values=CONDITIONS, many=True),
+        labels=Choice(values=tuple(LABEL_SETS)),
+        questions=Choice(values=("250", "284")),
+        data_dir=Directory(),
+        subset=Text(),
+    )
+    condition, questions = p.condition, p.questions
     conds = condition.split(",") if isinstance(condition, str) else list(condition)
     conds = [c.strip() for c in conds]
     for c in conds:
@@ -210,7 +221,7 @@ def medevidence(
         qs = read_questions(file.path)
     elif str(questions) == "284":
         if "evidence" in conds:
-            raise ValueError("the 284-question spreadsheet has no source texts: closed_book only")
+            raise ParamError("medevidence: -T questions=284 has no source texts: closed_book only")
         file = fetch(DATASET, FILE_284, data_dir)
         qs = read_spreadsheet(file.path)
     else:
@@ -218,7 +229,7 @@ def medevidence(
 
     if subset:
         if str(questions) != "250":
-            raise ValueError("subsets are drawn from the 250 questions")
+            raise ParamError("medevidence: -T subset=... is drawn from -T questions=250 only")
         by_id = {q["id"]: q for q in qs}
         keep = select(
             by_id, load_subset("medevidence", subset), {k: q["question"] for k, q in by_id.items()}

@@ -22,6 +22,7 @@ from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Solver
 
 from med_evals.data import fetch, read_csv_checked, resolve_file, row_error
+from med_evals.params import Check, Choice, Directory, File, Flag, Integer, Text, check_params
 from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
@@ -210,6 +211,8 @@ def medreqal(
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
     """
+    p = check_params("medreqal", locals(), **verdict_params())
+    epochs, bertscore_layers = p.epochs, p.bertscore_layers
     check_variant(prompt)
     path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_medreqal(path)
@@ -234,6 +237,23 @@ def medreqal(
             "generation_reference": "conclusion",
         },
     )
+
+
+def verdict_params() -> dict[str, Check]:
+    """The checks of the parameters MedREQAL and HealthFC share (see :mod:`med_evals.params`)."""
+    return {
+        "prompt": Choice(values=tuple(PAPER_MODELS)),
+        "data_dir": Directory(),
+        "data_file": File(),
+        "generation_scoring": Flag(),
+        "bertscore_model": Text(),
+        "bertscore_layers": Integer(optional=True, minimum=1),
+        "bertscore_rescale": Flag(),
+        "bertscore": Flag(),
+        "judge": Flag(),
+        "subset": Text(),
+        "epochs": Integer(minimum=1),
+    }
 
 
 def verdict_task(

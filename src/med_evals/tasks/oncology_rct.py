@@ -23,6 +23,7 @@ from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.solver import Solver, generate, system_message
 
 from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, resolve_file
+from med_evals.params import Choice, Directory, File, Integer, IsoDate, Pairs, Text, check_params
 from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS
 from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
 from med_evals.scorers.outcome import outcome_metrics, trial_outcome
@@ -433,13 +434,28 @@ def oncology_rct(
     in Python before the model is known sends temperature 0 (``--temperature`` and
     ``--max-tokens`` override). System prompt verbatim from the paper.
     """
+    p = check_params(
+        "oncology_rct",
+        locals(),
+        condition=Choice(values=CONDITIONS, groups=GROUPS, many=True),
+        published_after=IsoDate(),
+        flip_pairs=Pairs(values=CONDITIONS, groups=GROUPS, within="condition"),
+        seed=Integer(),
+        data_dir=Directory(),
+        trials_file=File(),
+        subset=Text(),
+        provider_errors=Choice(values=("score", "raise")),
+    )
+    condition, published_after, flip_pairs, seed = (
+        p.condition, p.published_after, p.flip_pairs, p.seed
+    )
     names = resolve_conditions(condition)
-    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file)
+    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file, "trials_file")
     df = read_trials(path)
     chosen = subset_trials(df, subset)
     samples = build_samples(df, names, seed=seed, published_after=published_after, trials=chosen)
     if not samples:
-        raise ValueError(f"no trial published after {published_after}")
+        raise DatasetError(f"{path}: no trial published after {published_after}")
     pairs = list(DEFAULT_FLIP_PAIRS)
     extra = flip_pairs.split(",") if isinstance(flip_pairs, str) else (flip_pairs or [])
     pairs += [p.strip() for p in extra if p.strip() and p.strip() not in pairs]

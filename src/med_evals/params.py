@@ -1,0 +1,347 @@
+"""One check for every task parameter, as Inspect passes it.
+
+``inspect eval -T name=value`` reads each value as YAML, then splits a plain string at commas:
+``-T published_after=2021-01-01`` arrives as a ``datetime.date``, ``-T seed=3`` as an ``int``,
+``-T evidence=true`` as a ``bool``, ``-T condition=a,b`` as a list and ``-T condition=`` as
+``None``; Python callers pass strings. Each ``@task`` function calls :func:`check_params` first,
+with one check per parameter::
+
+    p = check_params("oncology_rct", locals(), seed=Integer(), published_after=IsoDate(), ...)
+
+Each check accepts what Inspect's parsing and a Python caller produce, and nothing else:
+booleans only true/false, integers only integers, enumerations only their values (the message
+lists them), dates as ``datetime.date`` or ``YYYY-MM-DD``, paths that exist as what they should
+be. A bad value is a :class:`ParamError` naming the task, the parameter, the value and what to
+pass instead; ``inspect eval`` prints it as one line, without a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from med_evals._compat import InputError
+
+__all__ = [
+    "Check",
+    "Choice",
+    "Directory",
+    "File",
+    "Flag",
+    "Integer",
+    "IsoDate",
+    "Number",
+    "OutputFile",
+    "Pairs",
+    "ParamError",
+    "Paths",
+    "Text",
+    "check_params",
+]
+
+
+class ParamError(InputError):
+    """A task parameter with a value the task cannot use."""
+
+
+class _Bad(Exception):
+    """What is wrong with one value (turned into a :class:`ParamError` by check_params, which
+    puts the parameter's name for ``{name}``)."""
+
+
+def _scalar(value: Any) -> str:
+    if isinstance(value, list | tuple | dict | set):
+        raise _Bad("must be a single value")
+    return str(value).strip()
+
+
+def _items(value: Any) -> list[str]:
+    """A comma-separated string or a list (Inspect splits ``a,b``), as stripped strings."""
+    raw = value.split(",") if isinstance(value, str) else value
+    if not isinstance(raw, list | tuple):
+        raw = [raw]
+    if any(isinstance(v, list | tuple | dict | set) for v in raw):
+        raise _Bad("must be a value or a comma-separated list of values")
+    return [s for s in (str(v).strip() for v in raw if v is not None) if s]
+
+
+@dataclass(frozen=True)
+class Check:
+    """Base of the checks: ``optional`` lets an empty value (``None`` or ``""``) through."""
+
+    optional: bool = True
+
+    def empty(self) -> str:
+        return "is empty"
+
+    def convert(self, value: Any) -> Any:
+        return value
+
+    def __call__(self, value: Any) -> Any:
+        if value is None or (isinstance(value, str) and not value.strip()):
+            if self.optional:
+                return None
+            raise _Bad(self.empty())
+        return self.convert(value)
+
+
+@dataclass(frozen=True)
+class Flag(Check):
+    """``true`` or ``false`` (a bool, or the string in any case)."""
+
+    optional: bool = False
+
+    def empty(self) -> str:
+        return "is empty; pass true or false"
+
+    def convert(self, value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            return value.strip().lower() == "true"
+        raise _Bad("must be true or false")
+
+
+_INT = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class Integer(Check):
+    """An integer (an int, or a string of digits), at least ``minimum`` when given."""
+
+    optional: bool = False
+    minimum: int | None = None
+
+    def empty(self) -> str:
+        return "is empty; pass an integer"
+
+    def convert(self, value: Any) -> int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            n = value
+        elif isinstance(value, str) and _INT.fullmatch(value.strip()):
+            n = int(value)
+        else:
+            raise _Bad("must be an integer")
+        if self.minimum is not None and n < self.minimum:
+            raise _Bad(f"must be at least {self.minimum}")
+        return n
+
+
+@dataclass(frozen=True)
+class Number(Check):
+    """A number within [``minimum``, ``maximum``] where given."""
+
+    optional: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+
+    def convert(self, value: Any) -> float:
+        if isinstance(value, bool):
+            raise _Bad("must be a number")
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            raise _Bad("must be a number") from None
+        lo = -float("inf") if self.minimum is None else self.minimum
+        hi = float("inf") if self.maximum is None else self.maximum
+        if not lo <= x <= hi:
+            raise _Bad(f"must be between {self.minimum} and {self.maximum}")
+        return x
+
+
+@dataclass(frozen=True)
+class IsoDate(Check):
+    """A date: what Inspect parses from ``-T x=2021-01-01``, or an ISO string. Returns
+    ``YYYY-MM-DD``."""
+
+    def convert(self, value: Any) -> str:
+        if isinstance(value, datetime):
+            return value.date().isoformat()
+        if isinstance(value, date):
+            return value.isoformat()
+        if isinstance(value, str):
+            try:
+                return date.fromisoformat(value.strip()).isoformat()
+            except ValueError:
+                pass
+        raise _Bad("must be a date as YYYY-MM-DD")
+
+
+@dataclass(frozen=True)
+class Text(Check):
+    """Any single value, as a string."""
+
+    def convert(self, value: Any) -> str:
+        return _scalar(value)
+
+
+@dataclass(frozen=True)
+class Choice(Check):
+    """One of ``values`` (or, with ``many``, a comma-separated list of them and of ``groups``).
+
+    Returns the string, or the list of strings with ``many``.
+    """
+
+    values: Collection[str] = ()
+    groups: Collection[str] = ()
+    many: bool = False
+    optional: bool = False
+
+    def allowed(self) -> str:
+        text = ", ".join(map(str, self.values))
+        return text + (f" (or a group: {', '.join(self.groups)})" if self.groups else "")
+
+    def empty(self) -> str:
+        return f"is empty; choose from {self.allowed()}"
+
+    def convert(self, value: Any) -> str | list[str]:
+        items = _items(value) if self.many else [_scalar(value)]
+        if not items:
+            raise _Bad(self.empty())
+        for item in items:
+            if item not in self.values and item not in self.groups:
+                raise _Bad(f"unknown {{name}} {item!r}; choose from {self.allowed()}")
+        return items if self.many else items[0]
+
+
+@dataclass(frozen=True)
+class Pairs(Check):
+    """``a:b`` pairs of ``values`` (comma-separated or a list). With ``within`` (another
+    parameter, a :class:`Choice` with ``many``), both sides must be selected there too."""
+
+    values: Collection[str] = ()
+    groups: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    within: str | None = None
+
+    def convert(self, value: Any) -> list[str]:
+        pairs = []
+        for item in _items(value):
+            sides = [s.strip() for s in item.split(":")]
+            if len(sides) != 2 or not all(sides):
+                raise _Bad(f"{item!r} is not a pair a:b")
+            for side in sides:
+                if side not in self.values:
+                    raise _Bad(
+                        f"{item!r} names an unknown condition {side!r}; "
+                        f"choose from {', '.join(self.values)}"
+                    )
+            pairs.append(":".join(sides))
+        return pairs
+
+    def relate(self, pairs: list[str] | None, selected: Any) -> None:
+        if not pairs or self.within is None or selected is None:
+            return
+        chosen = set()
+        for item in selected if isinstance(selected, list) else [selected]:
+            chosen.update(self.groups.get(item, (item,)))
+        for pair in pairs:
+            missing = [s for s in pair.split(":") if s not in chosen]
+            if missing:
+                raise _Bad(
+                    f"{pair!r} compares {', '.join(missing)}, not in this run; "
+                    f"add {', '.join(missing)} to -T {self.within}=..."
+                )
+
+
+@dataclass(frozen=True)
+class Directory(Check):
+    """An existing directory."""
+
+    def convert(self, value: Any) -> str:
+        path = Path(_scalar(value)).expanduser()
+        if path.is_file():
+            raise _Bad("is a file, not a directory")
+        if not path.is_dir():
+            raise _Bad("does not exist")
+        return str(path)
+
+
+@dataclass(frozen=True)
+class File(Check):
+    """An existing file (a directory is reported as one)."""
+
+    def convert(self, value: Any) -> str:
+        path = Path(_scalar(value)).expanduser()
+        if path.is_dir():
+            raise _Bad("is a directory, not a file")
+        if not path.is_file():
+            raise _Bad("does not exist")
+        return str(path)
+
+
+@dataclass(frozen=True)
+class Paths(Check):
+    """Existing files or directories (comma-separated or a list); returns the list."""
+
+    def convert(self, value: Any) -> list[str]:
+        paths = [Path(item).expanduser() for item in _items(value)]
+        for path in paths:
+            if not path.exists():
+                raise _Bad(f"{str(path)!r} does not exist")
+        return [str(path) for path in paths]
+
+
+@dataclass(frozen=True)
+class OutputFile(Check):
+    """A file to write: not a directory, in a folder that exists."""
+
+    optional: bool = False
+
+    def convert(self, value: Any) -> str:
+        path = Path(_scalar(value)).expanduser()
+        if path.is_dir():
+            raise _Bad("is a directory, not a file")
+        if not path.parent.is_dir():
+            raise _Bad(f"cannot be written: the folder {path.parent} does not exist")
+        return str(path)
+
+
+def _shown(value: Any) -> str:
+    if value is None or value == "":
+        return ""
+    if isinstance(value, list | tuple):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def check_params(task: str, values: Mapping[str, Any], **checks: Check) -> SimpleNamespace:
+    """Check and normalise a task's parameters; returns them as attributes.
+
+    Args:
+        task: The task's name, for messages.
+        values: The parameters as passed (``locals()`` at the top of the task function).
+        checks: One check per parameter: a parameter without one, or a check without a
+            parameter, is a programming error (``TypeError``), so no parameter goes unchecked.
+
+    Raises:
+        ParamError: ``<task>: -T <name>=<value>: <what is wrong>``.
+    """
+    unchecked, unknown = sorted(set(values) - set(checks)), sorted(set(checks) - set(values))
+    if unchecked or unknown:
+        raise TypeError(
+            f"{task}: check_params needs one check per parameter: no check for "
+            f"{unchecked or 'none'}, a check but no parameter for {unknown or 'none'}"
+        )
+    out: dict[str, Any] = {}
+
+    def error(name: str, ex: _Bad) -> ParamError:
+        problem = str(ex).replace("{name}", name)
+        return ParamError(f"{task}: -T {name}={_shown(values.get(name))}: {problem}")
+
+    for name, check in checks.items():
+        try:
+            out[name] = check(values.get(name))
+        except _Bad as ex:
+            raise error(name, ex) from None
+    for name, check in checks.items():
+        if isinstance(check, Pairs) and check.within:
+            try:
+                check.relate(out[name], out.get(check.within))
+            except _Bad as ex:
+                raise error(name, ex) from None
+    return SimpleNamespace(**out)
