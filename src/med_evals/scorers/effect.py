@@ -238,7 +238,7 @@ def accuracy_by_gold() -> Metric:
     return compute
 
 
-def effect_metrics(scheme: str) -> list[Metric]:
+def effect_metrics(scheme: str) -> list[Metric | dict[str, list[Metric]]]:
     """The metrics of a scheme: the authors' grading unqualified, per evidence quality and per
     gold class; the lenient view suffixed ``_lenient``."""
     labels = list(LABEL_SETS[scheme].labels)
