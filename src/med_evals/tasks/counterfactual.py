@@ -38,6 +38,7 @@ from med_evals.scorers.labels import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.studies import TOOL_VERSIONS
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
 
 BUILD_SYSTEM = (
@@ -152,6 +153,7 @@ def counterfactual_build(
         scorer=rewrite_check(max_background_change, max_outcome_change, max_title_change),
         epochs=Epochs(1, first_accepted()),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
+        version=TOOL_VERSIONS["counterfactual_build"],
         metadata={
             "input": provenance,
             "resume": resume,
@@ -227,5 +229,6 @@ def counterfactual_judges(
         solver=[],
         scorer=judge_scorer,
         epochs=Epochs(1, majority_label()),
+        version=TOOL_VERSIONS["counterfactual_judges"],
         metadata={"input": provenance, "judge": judge, "seed": seed, "attempts": attempts},
     )
