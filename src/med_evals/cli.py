@@ -253,6 +253,10 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     q.set_defaults(func=_subset_make)
 
+    from med_evals.builders.commands import add_builder_commands
+
+    add_builder_commands(sub)
+
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -21,8 +21,19 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
 from inspect_ai.solver import Solver
 
-from med_evals.data import fetch, read_csv_checked, resolve_file, row_error
-from med_evals.params import Check, Choice, Directory, File, Flag, Integer, Text, check_params
+from med_evals.builders.hf import SOURCES, medreqal_file, published_after_rows
+from med_evals.data import fetch, read_csv_checked, row_error
+from med_evals.params import (
+    Check,
+    Choice,
+    Directory,
+    File,
+    Flag,
+    Integer,
+    IsoDate,
+    Text,
+    check_params,
+)
 from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
@@ -182,6 +193,8 @@ def medreqal(
     judge: bool = False,
     subset: str | None = None,
     epochs: int = 1,
+    source: str = "github",
+    published_after: str | None = None,
 ) -> Task:
     """MedREQAL, zero-shot, one question per sample.
 
@@ -208,14 +221,27 @@ def medreqal(
             and category; draw one with ``med-evals subset make medreqal <name> --size N``).
         epochs: Replies per question (default 1, as in the paper); labels are reduced by
             majority, ties to the first epoch; ROUGE-L and BERTScore by mean.
+        source: ``github`` (default: the pinned CSV, ``data_dir`` or ``data_file``) or ``hf``
+            (the Hugging Face copy ``lavita/MedREQAL`` at the manifest's pinned revision, needs
+            ``pip install 'med_evals[hf]'``); both go through the same checks.
+        published_after: Keep only questions whose ``publication_date`` (a column of files from
+            ``med-evals build medreqal``) is after this ISO date, e.g. a model's training cut-off.
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
     """
-    p = check_params("medreqal", locals(), **verdict_params())
-    epochs, bertscore_layers = p.epochs, p.bertscore_layers
+    p = check_params(
+        "medreqal",
+        locals(),
+        **verdict_params(),
+        source=Choice(values=SOURCES),
+        published_after=IsoDate(),
+    )
+    published_after, epochs, bertscore_layers = p.published_after, p.epochs, p.bertscore_layers
     check_variant(prompt)
-    path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
+    path, provenance = medreqal_file(source, DATASET, FILE, data_dir, data_file)
     df = read_medreqal(path)
+    if published_after:
+        df = published_after_rows(df, published_after, path)
     count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
     return verdict_task(
@@ -235,6 +261,7 @@ def medreqal(
             "data": provenance,
             "count_check": count_problem or "matches the paper (2,786 rows; 543/186/2,057)",
             "generation_reference": "conclusion",
+            "published_after": published_after,
         },
     )
 

@@ -1,0 +1,102 @@
+"""``med-evals fetch cochrane`` and ``med-evals build medreqal``: argument parsing only; the work
+is done by :func:`~med_evals.builders.eutils.fetch_cochrane` and
+:func:`~med_evals.builders.medreqal_build.build_medreqal`, which the tests call directly."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def _fetch_cochrane(args: argparse.Namespace) -> int:
+    from med_evals.builders.eutils import EUtilsError, fetch_cochrane
+
+    try:
+        summary = fetch_cochrane(
+            args.start,
+            args.end,
+            args.out,
+            base_url=args.base_url,
+            api_key=args.api_key,
+            email=args.email,
+            batch_size=args.batch_size,
+            progress=not args.no_progress,
+        )
+    except (EUtilsError, ValueError) as ex:
+        print(f"error: {ex}\n(rerun the same command to resume)", file=sys.stderr)
+        return 1
+    print(
+        f"{summary['pmids']} PMIDs in {summary['batches']} batches under {args.out} "
+        f"({summary['fetched']} fetched, {summary['reused']} already there)"
+    )
+    return 0
+
+
+def _model_args(pairs: list[str] | None) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"error: -M expects key=value, not {pair!r}")
+        out[key] = value
+    return out
+
+
+def _build_medreqal(args: argparse.Namespace) -> int:
+    from med_evals.builders.medreqal_build import build_medreqal
+
+    try:
+        build_medreqal(
+            args.source,
+            args.model,
+            args.out,
+            published_after=args.published_after,
+            log_dir=args.log_dir,
+            validation_sheet=args.validation_sheet,
+            seed=args.seed,
+            limit=args.limit,
+            model_args=_model_args(args.M),
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as ex:
+        print(f"error: {ex}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def add_builder_commands(sub: Any) -> None:
+    """Register ``fetch`` and ``build`` on the ``med-evals`` subparsers."""
+    p = sub.add_parser("fetch", help="download source records for a dataset builder")
+    kinds = p.add_subparsers(dest="fetch_command", required=True)
+    q = kinds.add_parser(
+        "cochrane", help="PubMed XML of Cochrane reviews published in a date range (E-utilities)"
+    )
+    q.add_argument("--from", dest="start", required=True, help="first publication date, ISO")
+    q.add_argument("--to", dest="end", required=True, help="last publication date, ISO")
+    q.add_argument("--out", required=True, help="directory for the XML batches (resumable)")
+    q.add_argument("--base-url", default=None, help="E-utilities base URL (default: NCBI's)")
+    q.add_argument("--api-key", help="NCBI API key (default $NCBI_API_KEY): 10 requests/s, not 3")
+    q.add_argument("--email", help="contact address sent to NCBI with each request")
+    q.add_argument("--batch-size", type=int, default=200, help="PMIDs per efetch (default 200)")
+    q.add_argument("--no-progress", action="store_true", help="no progress bar")
+    q.set_defaults(func=_fetch_cochrane)
+
+    p = sub.add_parser("build", help="build a dataset with a model (runs Inspect tasks)")
+    kinds = p.add_subparsers(dest="build_command", required=True)
+    q = kinds.add_parser(
+        "medreqal", help="MedREQAL-style CSV from Cochrane reviews (Table 6 prompts)"
+    )
+    q.add_argument(
+        "--source", action="append", required=True, help="efetch XML / PubMed page, or a folder"
+    )
+    q.add_argument("--model", required=True, help="Inspect model, PROVIDER/MODEL")
+    q.add_argument("-M", action="append", help="model argument key=value (repeatable)")
+    q.add_argument("--out", required=True, help="CSV to write")
+    q.add_argument("--published-after", help="only reviews published after this ISO date")
+    q.add_argument("--log-dir", help="Inspect log directory (default: Inspect's)")
+    q.add_argument(
+        "--validation-sheet", type=int, default=0, metavar="N", help="N random rows to check"
+    )
+    q.add_argument("--seed", type=int, default=0, help="seed of the validation sample")
+    q.add_argument("--limit", type=int, help="at most this many reviews (a trial run)")
+    q.set_defaults(func=_build_medreqal)
