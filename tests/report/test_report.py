@@ -80,24 +80,26 @@ def logs(tmp_path_factory):
 def test_report_tables_figures_and_skips(logs, tmp_path):
     r = build_report([logs], tmp_path / "out", n_boot=100)
     md = r.markdown.read_text()
-    assert "Table 1 (ours): condition x model" in md
+    assert "Table 1 (ours): condition × run" in md
     assert "| title_abstract | follower |" in md.replace("mockllm/", "")
     assert "Flip rates" in md and "Identifier pull" in md and "McNemar exact p" in md
-    assert "MedEvidence" in md and "Accuracy and macro-F1 per label set" in md
+    assert "## MedEvidence" in md and "Headline numbers" in md
     assert "What produced each run" in md
     assert len(r.figures) >= 4 and all(f.stat().st_size > 1000 for f in r.figures)
     reasons = " ".join(r.skipped)
-    assert "is not a med_evals task" in reasons
+    assert "is not a med_evals study" in reasons
     assert "status error" in reasons and "status cancelled" in reasons
     # the follower flips every trial between baseline and counterfactual
     assert "| follower | title_abstract vs counterfactual | 1.000 |" in md.replace("mockllm/", "")
+    assert "nan" not in md and "N/A" not in md  # one missing-value mark
 
 
 def test_published_numbers_are_labelled_as_theirs(logs, tmp_path, shared_datasets):
     ref = shared_datasets.parent / "reference"
     r = build_report([logs], tmp_path / "out", reference=ref, n_boot=50)
     md = r.markdown.read_text()
-    assert "Published: the study's Table 1 (theirs" in md and "Claude Opus 4.5" in md
+    assert "the study's own Table 1 (theirs" in md
+    assert "| title_abstract | Claude Opus 4.5 (published) | 100.0 | 0.97 (0.95-0.99) |" in md
 
 
 def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatch):
@@ -140,7 +142,7 @@ def test_html_renders_in_headless_chromium(logs, tmp_path):
                 "--no-first-run",
             ],
         )
-        page = browser.new_page()
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
         problems = []
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
@@ -150,10 +152,21 @@ def test_html_renders_in_headless_chromium(logs, tmp_path):
         sizes = page.evaluate(
             "Array.from(document.images).map(i => i.complete ? i.naturalWidth : 0)"
         )
+        # no horizontal scroll at 1,280 px, and no table or figure wider than the text column
+        page_width, view_width = page.evaluate(
+            "[document.documentElement.scrollWidth, window.innerWidth]"
+        )
+        too_wide = page.evaluate(
+            """Array.from(document.querySelectorAll('table, img')).filter(
+                 e => e.getBoundingClientRect().right
+                      > document.body.getBoundingClientRect().right + 1).length"""
+        )
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         browser.close()
     assert problems == []
     assert len(sizes) == len(r.figures) and all(w > 100 for w in sizes)
+    assert page_width <= view_width == 1280
+    assert too_wide == 0
 
 
 def test_medreqal_tables(tmp_path, shared_datasets):
@@ -179,14 +192,20 @@ def test_medreqal_tables(tmp_path, shared_datasets):
         n_boot=50,
     )
     lines = r.markdown.read_text().splitlines()
-    assert "*Published: MedREQAL Table 2 (theirs)*" in lines
+    assert any("(published) rows: the paper's Table 2 (theirs)" in line for line in lines)
     # Table 3: predicted-label counts beside the gold counts (fixture: 5 / 2 / 5)
-    assert "| mockllm/a (chat) | 12 | 0 | 0 | 0 | 0 |" in lines
-    assert "| mockllm/b (chat) | 0 | 0 | 12 | 0 | 0 |" in lines
-    assert "| gold | 5 | 2 | 5 |  |  |" in lines
+    assert "| mockllm/a | 12 | 0 | 0 | 0 | 0 |" in lines
+    assert "| mockllm/b | 0 | 0 | 12 | 0 | 0 |" in lines
+    assert "| gold | 5 | 2 | 5 | — | — |" in lines
+    assert "| gold (published) | 543 | 186 | 2057 | — | — |" in lines
     # Table 5: evidence mentions
-    assert "| mockllm/a (chat) | 12 | 12 | 0 |" in lines
-    assert "| mockllm/b (chat) | 0 | 0 | 0 |" in lines
-    # Table 2: accuracy over all samples in %, a = 5/12 right, b = 5/12 right
-    t2 = [line for line in lines if line.startswith("| mockllm/a (chat) | 12 | 41.667")]
-    assert t2, "Table 2 row of model a"
+    assert "| mockllm/a | 12 | 12 | 12 | 0 |" in lines
+    assert "| mockllm/b | 12 | 0 | 0 | 0 |" in lines
+    # Table 2: accuracy over all samples in %, a = 5/12 right, b = 5/12 right; no BERTScore
+    # was computed, and the paper's BERTScore column holds only the paper's rows
+    [t2] = [line for line in lines if line.startswith("| mockllm/a | 41.7 | 19.6 |")]
+    assert t2.endswith("| — | — | not computed |")  # ROUGE-L only, no BERTScore
+    assert (
+        "| Mixtral-8x7B (published) | 62.0 | 34.8 | 21.1 | 85.6 | — | not named in the paper |"
+        in lines
+    )

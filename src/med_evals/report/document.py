@@ -1,43 +1,101 @@
-"""A small document model rendered twice: Markdown and one self-contained HTML file."""
+"""A small document model rendered twice: Markdown and one self-contained HTML file.
+
+Every missing value prints as one mark, :data:`MISSING`. A table wider than
+:data:`MAX_COLUMNS` is split into parts that repeat its key columns, and the HTML wraps long
+cell text, so every table fits a 1,280-pixel page.
+"""
 
 from __future__ import annotations
 
 import base64
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: The one mark for a missing value: no valid prediction, not run, not applicable.
+MISSING = "—"
+#: Columns per table part (key columns included).
+MAX_COLUMNS = 9
+
 CSS = """
 body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 2rem auto;
-       max-width: 1200px; color: #1f2328; line-height: 1.45; padding: 0 1rem; }
+       max-width: 1180px; color: #1f2328; line-height: 1.45; padding: 0 1rem;
+       box-sizing: border-box; }
 h1 { border-bottom: 2px solid #d0d7de; padding-bottom: .3rem; }
 h2 { margin-top: 2.2rem; border-bottom: 1px solid #d0d7de; padding-bottom: .2rem; }
-table { border-collapse: collapse; margin: .8rem 0 1.2rem; font-size: .88rem; }
-th, td { border: 1px solid #d0d7de; padding: .25rem .55rem; text-align: left; vertical-align: top; }
+table { border-collapse: collapse; margin: .4rem 0 1.2rem; font-size: .85rem; max-width: 100%; }
+caption { caption-side: top; text-align: left; font-style: italic; color: #57606a;
+          padding-bottom: .3rem; }
+th, td { border: 1px solid #d0d7de; padding: .25rem .5rem; text-align: left; vertical-align: top;
+         overflow-wrap: break-word; }
 th { background: #f6f8fa; }
 tr:nth-child(even) td { background: #fbfbfc; }
 figure { margin: 1rem 0 1.6rem; }
-figure img { max-width: 100%; border: 1px solid #eaeef2; }
+figure img { max-width: 100%; height: auto; border: 1px solid #eaeef2; }
 figcaption { font-size: .85rem; color: #57606a; }
 .note { color: #57606a; font-size: .9rem; }
-.warn { background: #fff8c5; border: 1px solid #d4a72c; padding: .5rem .8rem; }
+.warn { background: #fff8c5; border: 1px solid #d4a72c; padding: .5rem .8rem;
+        overflow-wrap: anywhere; }
 """
 
 
+def cell_html(text: str) -> str:
+    """Escaped cell text that may wrap after ``_``, ``/`` and ``=`` (long names, paths)."""
+    out = html.escape(text)
+    for sep in ("_", "/", "="):
+        out = out.replace(sep, sep + "<wbr>")
+    return out
+
+
+def is_missing(value: Any) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def fmt(value: Any, digits: int = 3) -> str:
-    if value is None:
-        return ""
+    """A cell: floats to ``digits`` decimals, booleans yes/no, missing as :data:`MISSING`."""
+    if is_missing(value) or value == "":
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
     if isinstance(value, float):
-        return "n/a" if math.isnan(value) else f"{value:.{digits}f}"
+        return f"{value:.{digits}f}"
     return str(value)
+
+
+def fmt_ci(value: float, interval: Sequence[float], digits: int = 2) -> str:
+    """``0.62 (0.55-0.69)`` (the study's style); the value alone when the interval is missing."""
+    if is_missing(value):
+        return MISSING
+    lo, hi = interval
+    if is_missing(lo) or is_missing(hi):
+        return fmt(value, digits)
+    return f"{value:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+
+
+def fmt_interval(interval: Sequence[float], digits: int = 2) -> str:
+    """``0.55-0.69``, or :data:`MISSING`."""
+    lo, hi = interval
+    if is_missing(lo) or is_missing(hi):
+        return MISSING
+    return f"{lo:.{digits}f}-{hi:.{digits}f}"
+
+
+def split_columns(cols: list[str], keys: int, max_columns: int = MAX_COLUMNS) -> list[list[str]]:
+    """Column sets of at most ``max_columns``, each starting with the first ``keys`` columns."""
+    if len(cols) <= max_columns:
+        return [cols]
+    head, rest = cols[:keys], cols[keys:]
+    width = max(1, max_columns - keys)
+    return [head + rest[i : i + width] for i in range(0, len(rest), width)]
 
 
 @dataclass
 class Document:
     title: str
-    blocks: list[tuple] = field(default_factory=list)
+    blocks: list[tuple[Any, ...]] = field(default_factory=list)
 
     def h2(self, text: str) -> None:
         self.blocks.append(("h2", text))
@@ -48,12 +106,27 @@ class Document:
     def p(self, text: str, kind: str = "p") -> None:
         self.blocks.append((kind, text))
 
-    def table(self, rows: list[dict[str, Any]], caption: str = "") -> None:
-        if rows:
-            self.blocks.append(("table", rows, caption))
+    def table(
+        self, rows: list[dict[str, Any]], caption: str = "", keys: int = 1, empty: str = ""
+    ) -> None:
+        """A table (split into parts repeating the first ``keys`` columns when wide); with no
+        rows, the ``empty`` note instead (nothing when it is empty)."""
+        if not rows:
+            if empty:
+                self.p(f"{caption}: {empty}" if caption else empty, "note")
+            return
+        cols = list(dict.fromkeys(c for r in rows for c in r))
+        parts = split_columns(cols, keys)
+        for i, part in enumerate(parts):
+            cap = caption if len(parts) == 1 else f"{caption} (part {i + 1} of {len(parts)})"
+            self.blocks.append(("table", [{c: r.get(c) for c in part} for r in rows], cap))
 
-    def figure(self, path: Path, caption: str) -> None:
-        self.blocks.append(("img", path, caption))
+    def figure(self, path: Path | None, caption: str, empty: str = "") -> None:
+        """A figure, or the ``empty`` note when there was nothing to draw (``path`` None)."""
+        if path is None:
+            self.p(f"{caption}: {empty or 'no data to draw'}.", "note")
+        else:
+            self.blocks.append(("img", path, caption))
 
     # --- rendering ------------------------------------------------------------------------
 
@@ -84,6 +157,7 @@ class Document:
         parts = [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
             f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>",
             f"<h1>{html.escape(self.title)}</h1>",
         ]
@@ -97,10 +171,10 @@ class Document:
                 rows, caption = block[1], block[2]
                 cols = list(rows[0])
                 cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
-                head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+                head = "".join(f"<th>{cell_html(c)}</th>" for c in cols)
                 body = "".join(
                     "<tr>"
-                    + "".join(f"<td>{html.escape(fmt(r.get(c)))}</td>" for c in cols)
+                    + "".join(f"<td>{cell_html(fmt(r.get(c)))}</td>" for c in cols)
                     + "</tr>"
                     for r in rows
                 )

@@ -1,8 +1,12 @@
-"""Matplotlib figures for the report (Agg backend, PNG files)."""
+"""Matplotlib figures for the report (Agg backend, PNG files, fixed metadata so the files are
+byte-stable). A figure with nothing to draw is not drawn: the functions return None and the
+report says why instead of showing empty axes."""
 
 from __future__ import annotations
 
 import math
+import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -11,48 +15,65 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from med_evals.report.document import MISSING  # noqa: E402
+
+DPI = 100
+#: Figures fit the report's 1,180-pixel column at this DPI.
+MAX_WIDTH_IN = 11.5
+_PNG = {"Software": None}  # no matplotlib version in the file: same input, same bytes
+
+
+def _finite(x: float | None) -> bool:
+    return x is not None and not math.isnan(x)
+
+
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width)) or text
+
 
 def grouped_bars(
     path: Path,
-    groups: list[str],
+    groups: Sequence[str],
     series: dict[str, list[float]],
     title: str,
     ylabel: str,
     errors: dict[str, list[tuple[float, float]]] | None = None,
     ylim: tuple[float, float] | None = (0, 1.05),
     reference: float | None = None,
-) -> Path:
-    """One bar group per ``groups`` entry, one bar per series, optional interval whiskers."""
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(groups) * max(1, len(series)) / 2 + 3), 4.2))
-    width = 0.8 / max(1, len(series))
+) -> Path | None:
+    """One bar group per ``groups`` entry, one bar per series (legend beside the axes, never on
+    the bars), optional interval whiskers; a missing value is marked, not drawn as 0. None
+    (nothing drawn) when no value is present."""
+    if not any(_finite(v) for values in series.values() for v in values):
+        return None
+    n = max(1, len(series))
+    width_in = min(MAX_WIDTH_IN, max(6.0, 0.55 * len(groups) * n + 4.5))
+    fig, ax = plt.subplots(figsize=(width_in, 4.4))
+    width = 0.8 / n
     x = np.arange(len(groups))
     for i, (name, values) in enumerate(series.items()):
-        vals = [0 if v is None or math.isnan(v) else v for v in values]
+        pos = x + (i - (n - 1) / 2) * width
+        vals = [v if _finite(v) else 0.0 for v in values]
         yerr = None
         if errors and name in errors:
-            lo = [
-                max(0, v - e[0]) if not math.isnan(e[0]) else 0
-                for v, e in zip(vals, errors[name], strict=True)
-            ]
-            hi = [
-                max(0, e[1] - v) if not math.isnan(e[1]) else 0
-                for v, e in zip(vals, errors[name], strict=True)
-            ]
-            yerr = [lo, hi]
-        ax.bar(
-            x + (i - (len(series) - 1) / 2) * width, vals, width, label=name, yerr=yerr, capsize=3
-        )
+            pairs = list(zip(vals, errors[name], strict=True))
+            lo = [v - e[0] if _finite(e[0]) else 0.0 for v, e in pairs]
+            hi = [e[1] - v if _finite(e[1]) else 0.0 for v, e in pairs]
+            yerr = [[max(0.0, a) for a in lo], [max(0.0, b) for b in hi]]
+        ax.bar(pos, vals, width, label=_wrap(name, 34), yerr=yerr, capsize=3)
+        for p, v in zip(pos, values, strict=True):
+            if not _finite(v):
+                ax.text(p, 0.02, MISSING, ha="center", va="bottom", fontsize=9, color="#57606a")
     if reference is not None:
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1)
-    ax.set_xticks(x, groups, rotation=30, ha="right")
+    ax.set_xticks(x, [_wrap(g, 18) for g in groups], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    ax.set_title(_wrap(title, 90), fontsize=10)
     if ylim:
         ax.set_ylim(*ylim)
-    if len(series) > 1:
-        ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI, metadata=_PNG)
     plt.close(fig)
     return path
 
@@ -60,14 +81,21 @@ def grouped_bars(
 def confusion_panels(
     path: Path,
     panels: list[tuple[str, list[list[int]]]],
-    labels: list[str],
+    labels: Sequence[str],
     title: str,
-    ncols: int = 5,
-) -> Path:
-    """Confusion matrices as titled panels, wrapped ``ncols`` to a row."""
+    ncols: int = 4,
+) -> Path | None:
+    """Confusion matrices as titled panels, wrapped ``ncols`` to a row, with room between rows
+    for the titles. None when there is no panel or no panel counts anything."""
+    panels = [(name, m) for name, m in panels if np.asarray(m).sum() > 0]
+    if not panels:
+        return None
     ncols = max(1, min(ncols, len(panels)))
-    nrows = max(1, math.ceil(len(panels) / ncols))
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.5 * nrows + 0.6), squeeze=False)
+    nrows = math.ceil(len(panels) / ncols)
+    fig, axes = plt.subplots(
+        nrows, ncols, figsize=(2.8 * ncols, 3.0 * nrows + 0.8), squeeze=False,
+        layout="constrained",
+    )
     for ax in axes.flat:
         ax.axis("off")
     ticks = [lab[:3] for lab in labels]
@@ -76,20 +104,12 @@ def confusion_panels(
         ax.axis("on")
         ax.imshow(arr, cmap="Blues", vmin=0, vmax=max(1, arr.max()))
         for (a, b), v in np.ndenumerate(arr):
-            ax.text(
-                b,
-                a,
-                str(v),
-                ha="center",
-                va="center",
-                fontsize=9,
-                color="white" if v > arr.max() / 2 else "black",
-            )
-        ax.set_title(name, fontsize=8)
+            color = "white" if v > arr.max() / 2 else "black"
+            ax.text(b, a, str(v), ha="center", va="center", fontsize=9, color=color)
+        ax.set_title(_wrap(name, 30), fontsize=7.5)
         ax.set_xticks(range(len(labels)), ticks, fontsize=7)
         ax.set_yticks(range(len(labels)), ticks, fontsize=7)
     fig.suptitle(title + " (rows: truth, columns: prediction)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=DPI, metadata=_PNG)
     plt.close(fig)
     return path

@@ -1,0 +1,27 @@
+"""What a study section writes into: the document, the figure folder and the report's state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from med_evals.report.document import Document
+from med_evals.report.tables import HeadlineRow
+
+
+@dataclass
+class Context:
+    doc: Document
+    figures_dir: Path
+    ref: Path | None
+    n_boot: int
+    warnings: list[str] = field(default_factory=list)
+    figures: list[Path] = field(default_factory=list)
+    #: every headline row the report shows (for tests and the CLI: the logged numbers)
+    headline: list[HeadlineRow] = field(default_factory=list)
+
+    def add_figure(self, path: Path | None, caption: str, empty: str) -> None:
+        """Show a figure, or say why there is none (``path`` None: nothing to draw)."""
+        self.doc.figure(path, caption, empty)
+        if path is not None:
+            self.figures.append(path)

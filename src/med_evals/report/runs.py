@@ -1,0 +1,173 @@
+"""Which runs the report shows, and under which label.
+
+A **run label** names a model (a replayed run: the recorded model's name) and every task
+argument whose value differs between the runs of that study, e.g.
+``openai/gpt-4.1, evidence=true``. Runs that share a label (the same model and arguments, e.g.
+the README's job and a later ``condition=study`` run of the same model) are merged sample by
+sample into one :class:`Group`; a sample present in several of them keeps the newest log's value
+and the report says so.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from inspect_ai.log import read_eval_log
+
+from med_evals.logs import Run
+from med_evals.studies import Study
+
+REPLAY_PREFIX = "replay/"
+#: The replay provider's model name for a record that did not name its model.
+REPLAY_PLACEHOLDER = "replay"
+#: Task arguments that never distinguish runs: where the data was read from (its checksum is
+#: compared instead).
+NOT_DISTINGUISHING = ("data_dir",)
+
+
+class ReportError(ValueError):
+    """The logs cannot be reported together as asked."""
+
+
+@dataclass
+class Group:
+    """One row label of the report: the merged samples of the runs sharing it."""
+
+    label: str
+    study: Study
+    runs: list[Run]  # oldest first
+    values: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def task_args(self) -> dict[str, Any]:
+        return self.runs[-1].task_args
+
+    def conditions(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """condition ("" for a study without conditions) -> sample id -> value."""
+        out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for sid, v in self.values.items():
+            out[str(v.get("condition") or "")][sid] = v
+        return dict(out)
+
+    def headline(self, values: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+        """The study's headline numbers over ``values``: :meth:`Study.headline_values`, the
+        function behind the logged ``headline`` metric and ``med-evals regress``."""
+        return self.study.headline_values(values, self.task_args)
+
+
+@cache
+def recorded_model(path: str) -> str | None:
+    """The model a replayed run replays: the model name its replies carry, if they name one."""
+    try:
+        log = read_eval_log(path)
+    except Exception:  # noqa: BLE001 - the run was read once already; fall back to the file
+        return None
+    names = {
+        s.output.model
+        for s in log.samples or []
+        if s.output
+        and s.output.model
+        and s.output.model != REPLAY_PLACEHOLDER
+        and not s.output.model.startswith(REPLAY_PREFIX)  # a failed call: the provider's name
+    }
+    return ", ".join(sorted(names)) if names else None
+
+
+def model_name(run: Run) -> str:
+    """The run's model; a replayed run is named by the recorded model (else its file)."""
+    if not run.model.startswith(REPLAY_PREFIX):
+        return run.model
+    name = recorded_model(run.path) or Path(run.model[len(REPLAY_PREFIX) :]).name
+    return f"{name} (replayed)"
+
+
+def _arg_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return ",".join(_arg_text(v) for v in value)
+    text = str(value)
+    return Path(text).name if "/" in text else text
+
+
+def label_args(study: Study, run: Run) -> dict[str, str]:
+    """The task arguments that may distinguish this run from another of its study."""
+    skip = set(NOT_DISTINGUISHING)
+    if study.conditions_attr:  # conditions are a per-sample dimension, shown in their own column
+        skip.add("condition")
+    return {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
+
+
+def run_labels(runs: Sequence[Run]) -> dict[int, str]:
+    """id(run) -> label: the model and every task argument whose value differs between the
+    runs of its study."""
+    by_task: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        by_task[r.task].append(r)
+    out: dict[int, str] = {}
+    for group in by_task.values():
+        args = [label_args(r.study, r) for r in group]
+        keys = list(dict.fromkeys(k for a in args for k in a))
+        differ = [k for k in keys if len({a.get(k, "—") for a in args}) > 1]
+        for r, a in zip(group, args, strict=True):
+            extra = ", ".join(f"{k}={a.get(k, '—')}" for k in differ)
+            out[id(r)] = model_name(r) + (f", {extra}" if extra else "")
+    return out
+
+
+def group_runs(runs: Sequence[Run], warnings: list[str]) -> dict[str, list[Group]]:
+    """task -> its groups (sorted by label); overlapping samples keep the newest log's value."""
+    labels = run_labels(runs)
+    by_key: dict[tuple[str, str], list[Run]] = defaultdict(list)
+    for r in sorted(runs, key=lambda r: str(r.provenance.get("created") or "")):
+        by_key[(r.task, labels[id(r)])].append(r)
+    out: dict[str, list[Group]] = defaultdict(list)
+    for (task, label), members in sorted(by_key.items()):
+        group = Group(label, members[0].study, members)
+        origin: dict[str, str] = {}
+        for r in members:
+            name = Path(r.path).name
+            dup = [sid for sid in r.values if sid in group.values]
+            if dup:
+                older = sorted({origin[s] for s in dup})
+                warnings.append(
+                    f"{task} / {label}: {len(dup)} samples (e.g. {dup[0]}) of {name} are also "
+                    f"in {', '.join(older)}; the newer log's values ({name}, created "
+                    f"{r.provenance.get('created')}) were kept"
+                )
+            for sid, v in r.values.items():
+                group.values[sid] = v
+                origin[sid] = name
+        out[task].append(group)
+    return dict(out)
+
+
+def signature(run: Run) -> tuple[Any, ...]:
+    """What must agree for two runs of a task to stand side by side."""
+    p = run.provenance
+    return (p.get("data_checksum"), str(p.get("prompt")), p.get("task_version"))
+
+
+def check_comparable(runs: Sequence[Run], allow_mixed: bool) -> list[str]:
+    """Refuse runs of one task whose dataset, prompt or task version differ (unless allowed)."""
+    warnings = []
+    by_task: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        by_task[r.task].append(r)
+    for task, group in by_task.items():
+        if len({signature(r) for r in group}) > 1:
+            lines = "; ".join(
+                f"{Path(r.path).name}: data {str(signature(r)[0])[:12]}, prompt {signature(r)[1]}, "
+                f"version {signature(r)[2]}"
+                for r in group
+            )
+            msg = f"{task}: runs differ in dataset revision, prompt or task version ({lines})"
+            if not allow_mixed:
+                raise ReportError(msg + ". Pass --allow-mixed to compare them anyway.")
+            warnings.append("Mixed runs compared: " + msg)
+    return warnings

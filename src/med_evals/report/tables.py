@@ -1,0 +1,207 @@
+"""Tables every study section shares: the headline table, paired comparisons between runs,
+the papers' published tables, and what produced each run.
+
+Every headline number is :meth:`Study.headline_values` over one condition's per-sample values:
+the function the logged ``headline`` metric and ``med-evals regress`` call.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from med_evals.logs import Run
+from med_evals.report.document import MISSING, Document, is_missing
+from med_evals.report.paired import bootstrap_difference, mcnemar_exact
+from med_evals.report.runs import Group
+from med_evals.studies import Study
+
+REFERENCE_ENV = "MED_EVALS_REFERENCE_DIR"
+
+
+@dataclass(frozen=True)
+class HeadlineRow:
+    """One row of a headline table: the numbers the log and the gate show for this run."""
+
+    task: str
+    label: str
+    condition: str
+    n: int
+    values: dict[str, float]
+    logs: tuple[str, ...]
+
+
+def ordered_conditions(study: Study, present: Sequence[str] | set[str]) -> list[str]:
+    """Present conditions in the study's order (unknown ones after, by name)."""
+    known = [c for c in study.conditions() if c in present]
+    return known + sorted(set(present) - set(known))
+
+
+def headline_rows(study: Study, groups: Sequence[Group]) -> list[HeadlineRow]:
+    rows = []
+    present = {c for g in groups for c in g.conditions()}
+    for cond in ordered_conditions(study, present):
+        for g in groups:
+            values = g.conditions().get(cond)
+            if values:
+                vals = list(values.values())
+                logs = tuple(Path(r.path).name for r in g.runs)
+                row = HeadlineRow(study.task, g.label, cond, len(vals), g.headline(vals), logs)
+                rows.append(row)
+    return rows
+
+
+def headline_table(doc: Document, study: Study, rows: Sequence[HeadlineRow]) -> None:
+    """The study's headline numbers per run (and condition), as logged and gated."""
+    with_cond = any(r.condition for r in rows)
+    table = []
+    for r in rows:
+        row: dict[str, Any] = {"run": r.label}
+        if with_cond:
+            row["condition"] = r.condition
+        row["n"] = r.n
+        row.update({h.display: r.values[h.name] for h in study.headline})
+        table.append(row)
+    over = "; ".join(
+        f"{h.display} over {h.over}"
+        + (" (our choice of denominator)" if h.source == "ours" else "")
+        for h in study.headline
+    )
+    doc.table(
+        table,
+        f"Headline numbers, as logged (metric 'headline') and gated by med-evals regress: {over}",
+        keys=2 if with_cond else 1,
+        empty="no run",
+    )
+
+
+def fmt_diff(d: dict[str, float]) -> str:
+    """``+0.120 (-0.050 to +0.300)`` for a difference with its 95% interval."""
+    if is_missing(d.get("difference")):
+        return MISSING
+    text = f"{d['difference']:+.3f}"
+    if not (is_missing(d.get("lo")) or is_missing(d.get("hi"))):
+        text += f" ({d['lo']:+.3f} to {d['hi']:+.3f})"
+    return text
+
+
+def paired_rows(study: Study, groups: Sequence[Group], n_boot: int) -> list[dict[str, Any]]:
+    """Every two runs on the samples both scored (per condition): McNemar's exact test on
+    correctness and, for each headline number, A - B with a 95% paired bootstrap interval of
+    :meth:`Study.headline_values` itself. No valid prediction on the paired samples: no test."""
+    rows = []
+    for a, b in itertools.combinations(groups, 2):
+        if study.labels(a.task_args) != study.labels(b.task_args):
+            continue  # different label sets (MedEvidence five vs three): not comparable
+        ca, cb = a.conditions(), b.conditions()
+        for cond in ordered_conditions(study, set(ca) & set(cb)):
+            keys = [k for k in sorted(set(ca[cond]) & set(cb[cond]))
+                    if ca[cond][k]["target"] == cb[cond][k]["target"]]
+            if not keys:
+                continue
+            va, vb = [ca[cond][k] for k in keys], [cb[cond][k] for k in keys]
+            row: dict[str, Any] = {"run A": a.label, "run B": b.label}
+            if cond:
+                row["condition"] = cond
+            row["n paired"] = len(keys)
+            if not any(v["valid"] for v in va + vb):
+                row["McNemar exact p"] = "no valid prediction"
+                rows.append(row)
+                continue
+            test = mcnemar_exact(
+                [int(v["prediction"] == v["target"]) for v in va],
+                [int(v["prediction"] == v["target"]) for v in vb],
+            )
+            row["right only in A / in B"] = f"{test['a_only']} / {test['b_only']}"
+            row["McNemar exact p"] = test["p_value"]
+            boot = bootstrap_difference(a.headline, va, vb, n_boot=n_boot)
+            for h in study.headline:
+                row[f"A − B {h.display} (95% CI)"] = fmt_diff(boot[h.name])
+            rows.append(row)
+    return rows
+
+
+def paired_table(doc: Document, study: Study, groups: Sequence[Group], n_boot: int) -> None:
+    rows = paired_rows(study, groups, n_boot)
+    keys = 3 if any("condition" in r for r in rows) else 2
+    doc.table(
+        rows,
+        "Paired comparisons between runs on the samples both scored: McNemar's exact test on "
+        f"correctness; headline differences with a 95% paired percentile bootstrap ({n_boot} "
+        "resamples, seed 0) of the headline function",
+        keys=keys,
+    )
+
+
+# --- published tables ---------------------------------------------------------------------
+
+
+def reference_dir(explicit: str | Path | None) -> Path | None:
+    """Where the papers' published numbers are (never committed: read at run time)."""
+    candidates = [explicit, os.environ.get(REFERENCE_ENV)]
+    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "reference")
+    for c in candidates:
+        if c and Path(c).is_dir():
+            return Path(c)
+    return None
+
+
+def reference_table(study: Study, ref: Path | None, stem: str) -> pd.DataFrame | None:
+    """The study's published table whose file name starts with ``stem`` (from
+    :attr:`Study.reference_tables`), or None where it is not available."""
+    if ref is None:
+        return None
+    for name in study.reference_tables:
+        if name.startswith(stem) and (ref / name).is_file():
+            return pd.read_csv(ref / name, dtype=str, keep_default_na=False)
+    return None
+
+
+# --- provenance ---------------------------------------------------------------------------
+
+
+def _short(value: Any, n: int = 12) -> str:
+    return str(value)[:n] if value else ""
+
+
+def provenance_tables(doc: Document, runs: Sequence[Run], labels: dict[int, str]) -> None:
+    ident, settings = [], []
+    for r in runs:
+        p = r.provenance
+        args = {k: v for k, v in p["task_args"].items() if v not in (None, "")}
+        scorer = {k: v for s in (p.get("scorer_settings") or {}).values() for k, v in s.items()}
+        ident.append({
+            "task": r.task,
+            "run": labels[id(r)],
+            "model": r.model,
+            "log": Path(r.path).name,
+            "data revision": _short(p.get("revision")),
+            "data checksum": _short(p.get("data_checksum")),
+            "prompt": p.get("prompt") or "",
+            "task version": p.get("task_version"),
+        })
+        settings.append({
+            "log": Path(r.path).name,
+            "task args": ", ".join(f"{k}={v}" for k, v in args.items()),
+            "scorer settings": ", ".join(f"{k}={v}" for k, v in scorer.items()),
+            "temperature": p.get("temperature"),
+            "max tokens": p.get("max_tokens"),
+            "epochs": p.get("epochs"),
+        })
+    doc.table(ident, "Runs: model, log, data and prompt")
+    doc.table(settings, "Runs: task arguments, scorer settings and generation settings")
+
+
+def generic_section(ctx: Any, study: Study, groups: Sequence[Group]) -> None:
+    """A study without a section of its own: its headline numbers and paired comparisons."""
+    ctx.doc.h2(study.title)
+    rows = headline_rows(study, groups)
+    ctx.headline += rows
+    headline_table(ctx.doc, study, rows)
+    paired_table(ctx.doc, study, groups, ctx.n_boot)

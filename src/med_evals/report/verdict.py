@@ -1,0 +1,138 @@
+"""The MedREQAL / HealthFC section: Tables 2, 3 and 5 beside the published ones, macro-F1 by
+category, paired comparisons.
+
+Accuracy and macro-F1 are the headline numbers (:meth:`Study.headline_values`); ROUGE-L and
+BERTScore are :func:`~med_evals.scorers.generation.mean_present` (the logged means); counts are
+:func:`~med_evals.scorers.classification.counts_of`. BERTScore depends on its encoder: each
+run's encoder, layer and rescaling (its scorer settings) are printed beside its score, and only a
+score computed as the paper's scale assumes (``roberta-large``, bert-score's default layer 17,
+not rescaled) stands in the paper's column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from med_evals.report import figures
+from med_evals.report.context import Context
+from med_evals.report.document import is_missing
+from med_evals.report.runs import Group
+from med_evals.report.tables import headline_rows, headline_table, paired_table, reference_table
+from med_evals.scorers.classification import counts_of, macro_f1_by_group
+from med_evals.scorers.generation import mean_present
+from med_evals.studies import Study
+
+#: bert-score's defaults for the encoder that gives the paper's 84-86 range (the paper does not
+#: name its encoder; see docs/medreqal.md)
+PAPER_SCALE = ("roberta-large", (None, 17), False)
+PAPER_BSC = "BERTScore F1 (%), paper's scale"
+OTHER_BSC = "BERTScore F1 (%), other encoder"
+
+
+def pct(x: float) -> str | None:
+    """A share as a percentage with one decimal, as the paper prints it (None: missing)."""
+    return None if is_missing(x) else f"{100 * x:.1f}"
+
+
+def encoder_of(group: Group) -> tuple[str, bool]:
+    """(the run's BERTScore settings in words, whether they are the paper's scale)."""
+    settings: Mapping[str, Any] = group.runs[-1].provenance.get("scorer_settings", {}).get(
+        group.study.scorer, {}
+    )
+    if not settings.get("reference_key") or settings.get("bertscore") is False:
+        return "not computed", False
+    model, layer = settings.get("bertscore_model"), settings.get("bertscore_layers")
+    rescaled = bool(settings.get("bertscore_rescale"))
+    words = f"{model}, layer {layer if layer else 'default'}, {'' if rescaled else 'not '}rescaled"
+    name, layers, rescale = PAPER_SCALE
+    return words, model == name and layer in layers and rescaled == rescale
+
+
+def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
+    doc = ctx.doc
+    doc.h2(study.title)
+    rows = headline_rows(study, groups)
+    ctx.headline += rows
+    headline_table(doc, study, rows)
+    head = {r.label: r.values for r in rows}
+    labels = study.labels()
+    t2, t3, t5, gold = [], [], [], {}
+    for g in groups:
+        vals = list(g.values.values())
+        words, paper_scale = encoder_of(g)
+        bsc = mean_present(vals, "bertscore_f1")
+        t2.append({
+            "run": g.label,
+            "Accuracy (%)": pct(head[g.label]["accuracy_all"]),
+            "Macro-F1 (%)": pct(head[g.label]["macro_f1_all"]),
+            "ROUGE-L (%)": pct(mean_present(vals, "rouge_l")),
+            PAPER_BSC: pct(bsc) if paper_scale else None,
+            OTHER_BSC: None if paper_scale else pct(bsc),
+            "BERTScore encoder": words,
+        })
+        c = counts_of(vals, labels)
+        t3.append({"run": g.label, **{lab: c[lab] for lab in labels},
+                   "invalid": c["INVALID"], "error": c["ERROR"]})
+        g_counts = counts_of([{"prediction": v["target"]} for v in vals], labels)
+        gold[g.label] = tuple(g_counts[lab] for lab in labels)
+        t5.append({
+            "run": g.label,
+            "replies": len(vals),
+            "Cochrane": sum(bool(v.get("cochrane")) for v in vals),
+            "review*": sum(bool(v.get("review")) for v in vals),
+            "meta-analys*": sum(bool(v.get("meta_analysis")) for v in vals),
+        })
+    t2_pub = reference_table(study, ctx.ref, f"{study.task}-table2")
+    for rec in t2_pub.to_dict("records") if t2_pub is not None else []:
+        t2.append({
+            "run": f"{rec['model']} (published)",
+            "Accuracy (%)": rec["accuracy"],
+            "Macro-F1 (%)": rec["f1_macro"],
+            "ROUGE-L (%)": rec["rouge_l"],
+            PAPER_BSC: rec["bertscore"],
+            OTHER_BSC: None,
+            "BERTScore encoder": "not named in the paper",
+        })
+    doc.table(
+        t2,
+        "Table 2 (ours): accuracy and macro-F1 over all samples (%), ROUGE-L and BERTScore F1 "
+        "over replies with a reference (%); BERTScore only in the paper's column when computed "
+        "with roberta-large, layer 17, not rescaled"
+        + ("; (published) rows: the paper's Table 2 (theirs)" if t2_pub is not None else ""),
+    )
+    distinct = sorted(set(gold.values()))
+    for counts in distinct:
+        who = "" if len(distinct) == 1 else " (" + ", ".join(
+            k for k, v in gold.items() if v == counts) + ")"
+        t3.append({"run": f"gold{who}", **dict(zip(labels, counts, strict=True))})
+    t3_pub = reference_table(study, ctx.ref, f"{study.task}-table3")
+    for rec in t3_pub.to_dict("records") if t3_pub is not None else []:
+        name = "gold (published)" if rec["model"] == "gold" else f"{rec['model']} (published)"
+        t3.append({"run": name, **dict(zip(labels, (rec["supported"], rec["refuted"], rec["nei"]),
+                                            strict=True))})
+    doc.table(t3, "Table 3 (ours): predicted-label counts beside the gold counts"
+              + ("; (published) rows: the paper's Table 3 (theirs)" if t3_pub is not None else ""))
+    doc.table(t5, "Table 5 (ours): replies mentioning evidence terms")
+    _by_category(ctx, study, groups, labels)
+    paired_table(doc, study, groups, ctx.n_boot)
+
+
+def _by_category(ctx: Context, study: Study, groups: Sequence[Group], labels: Any) -> None:
+    per: dict[str, dict[str, float]] = {}
+    for g in groups:
+        vals = [v for v in g.values.values() if v.get("category")]
+        if vals:
+            per[g.label] = macro_f1_by_group(
+                [str(v["category"]) for v in vals], [v["target"] for v in vals],
+                [v["prediction"] for v in vals], labels,
+            )
+    if not per:
+        return
+    cats = sorted({c for d in per.values() for c in d})
+    series = {m: [d.get(c, float("nan")) for c in cats] for m, d in per.items()}
+    path = figures.grouped_bars(
+        ctx.figures_dir / f"{study.task}_f1_by_category.png", cats, series,
+        f"{study.title}: macro-F1 (all samples) by health category", "macro-F1",
+    )
+    ctx.add_figure(path, "Macro-F1 over all samples per health category", "no sample")

@@ -1,0 +1,134 @@
+"""One number, one computation: for a replayed run of each study, the log's headline metrics,
+the report's headline cells (its rows and its Markdown) and ``med-evals regress`` (old == new
+when the baseline is the same log) show the same values."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from med_evals.regress import make_baseline, regress
+from med_evals.report import build_report
+from med_evals.report.document import fmt
+from med_evals.studies import spec
+
+from ..medevidence_support import install_medevidence
+from ..oncology_support import install_fixture
+from .support import logged, replay_run, same
+
+FIXTURES = Path(__file__).resolve().parents[2] / "datasets" / "fixtures"
+
+
+def md_tables(text: str) -> list[tuple[str, str, list[dict[str, str]]]]:
+    """(section heading, caption, rows) of every table in the report's Markdown."""
+    out: list[tuple[str, str, list[dict[str, str]]]] = []
+    section = caption = ""
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("## "):
+            section = line[3:]
+        elif line.startswith("*") and line.endswith("*"):
+            caption = line.strip("*")
+        elif line.startswith("| ") and i + 1 < len(lines) and lines[i + 1].startswith("|---"):
+            cols = [c.strip() for c in line.strip("|").split(" | ")]
+            rows = []
+            i += 2
+            while i < len(lines) and lines[i].startswith("| "):
+                cells = [c.strip() for c in lines[i].strip("|").split(" | ")]
+                rows.append(dict(zip(cols, cells, strict=True)))
+                i += 1
+            out.append((section, caption, rows))
+            continue
+        i += 1
+    return out
+
+
+def check_same_numbers(task: str, log_dir: Path, out: Path) -> list:
+    """Assert log == report == regress for every headline number; return the report rows."""
+    study = spec(task)
+    [log_path] = sorted((log_dir).glob("*.eval"))
+    from inspect_ai.log import read_eval_log
+
+    log = read_eval_log(str(log_path))
+    result = build_report([log_dir], out, n_boot=20)
+    rows = [r for r in result.headline if r.task == task]
+    assert rows, "the report has headline rows"
+    conditions = {r.condition for r in rows}
+    reg, notes = regress(make_baseline([log_dir]), [log_dir], n_boot=20)
+    assert notes == []
+    tables = md_tables(result.markdown.read_text())
+    [(_, _, md_rows)] = [
+        t for t in tables if t[0] == study.title and t[1].startswith("Headline numbers")
+    ]
+    for r in rows:
+        prefix = f"{r.condition}/" if len(conditions) > 1 else ""
+        [md] = [m for m in md_rows if m["run"] == r.label and m.get("condition", "") == r.condition]
+        for h in study.headline:
+            value = r.values[h.name]
+            assert same(value, logged(log, prefix + h.name)), (h.name, r.condition)
+            [row] = [x for x in reg if x.metric == prefix + h.name]
+            assert same(row.old, row.new) and same(row.new, value)
+            assert md[h.display] == fmt(value)
+    return rows
+
+
+def test_oncology_rct(tmp_path, monkeypatch):
+    from med_evals.tasks.oncology_rct import oncology_rct
+
+    install_fixture(tmp_path / "data", monkeypatch)
+
+    def reply(text: str, sid: str, epoch: int) -> str | None:
+        if sid.endswith("-001"):
+            return "I cannot tell"  # invalid under the strict rule
+        if sid.endswith("-002"):
+            return None  # a provider failure
+        return "NEGATIVE" if "did not meet" in text else "POSITIVE"
+
+    replay_run(oncology_rct(condition="title_abstract,counterfactual"), reply, "openai/gpt-test",
+               tmp_path / "run")
+    rows = check_same_numbers("oncology_rct", tmp_path / "run" / "logs", tmp_path / "report")
+    assert {r.condition for r in rows} == {"title_abstract", "counterfactual"}
+    assert {r.label for r in rows} == {"openai/gpt-test (replayed)"}
+    assert all(0 < r.values["valid_rate"] < 1 for r in rows)
+
+
+def test_medevidence(tmp_path, monkeypatch):
+    from med_evals.tasks.medevidence import medevidence
+
+    install_medevidence(tmp_path / "data", monkeypatch)
+
+    def reply(text: str, sid: str, epoch: int) -> str:
+        return "**Answer**: lower" if sid.startswith("evidence") else "The answer is lower."
+
+    replay_run(medevidence(condition="evidence,closed_book"), reply, "anthropic/claude-test",
+               tmp_path / "run")
+    rows = check_same_numbers("medevidence", tmp_path / "run" / "logs", tmp_path / "report")
+    by_cond = {r.condition: r.values for r in rows}
+    assert by_cond["evidence"]["valid_rate"] == 1.0
+    assert by_cond["closed_book"]["valid_rate"] == 0.0  # not the authors' **Answer** field
+
+
+@pytest.mark.parametrize("task", ["medreqal", "healthfc"])
+def test_verdict_tasks(task, tmp_path):
+    if task == "medreqal":
+        from med_evals.tasks.medreqal import medreqal as make
+
+        kwargs = {"data_file": str(FIXTURES / "medreqal_fixture.csv"), "bertscore": False}
+    else:
+        from med_evals.tasks.healthfc import healthfc as make
+
+        kwargs = {"data_file": str(FIXTURES / "healthfc_fixture.csv"), "bertscore": False,
+                  "evidence": True}
+
+    def reply(text: str, sid: str, epoch: int) -> str:
+        return "LABEL: SUPPORTED. A Cochrane review." if int(sid.split("-")[-1]) % 3 else "Unsure."
+
+    with pytest.warns(UserWarning, match="counts differ"):
+        task_obj = make(**kwargs)
+    replay_run(task_obj, reply, "vllm/test-model", tmp_path / "run")
+    rows = check_same_numbers(task, tmp_path / "run" / "logs", tmp_path / "report")
+    [row] = rows
+    assert 0 < row.values["valid_rate"] < 1 and row.condition == ""
