@@ -138,7 +138,8 @@ class Study:
 
             m = load_manifest(name)
             pins = {f: (s.sha256, s.git_blob_sha1) for f, s in sorted(m.files.items())}
-            h.update(json.dumps([m.revision, pins], sort_keys=True).encode())
+            # other pinned sources (the Hugging Face copy of MedREQAL) count too
+            h.update(json.dumps([m.revision, pins, m.extra], sort_keys=True, default=str).encode())
         return h.hexdigest()[:16]
 
 
