@@ -120,11 +120,18 @@ def run_labels(runs: Sequence[Run]) -> dict[int, str]:
     return out
 
 
+def age(run: Run) -> tuple[str, float]:
+    """When a run was made: its creation time, ties (the same second) broken by when its log
+    was last written."""
+    path = Path(run.path)
+    return (str(run.provenance.get("created") or ""), path.stat().st_mtime if path.exists() else 0)
+
+
 def group_runs(runs: Sequence[Run], warnings: list[str]) -> dict[str, list[Group]]:
     """task -> its groups (sorted by label); overlapping samples keep the newest log's value."""
     labels = run_labels(runs)
     by_key: dict[tuple[str, str], list[Run]] = defaultdict(list)
-    for r in sorted(runs, key=lambda r: str(r.provenance.get("created") or "")):
+    for r in sorted(runs, key=age):
         by_key[(r.task, labels[id(r)])].append(r)
     out: dict[str, list[Group]] = defaultdict(list)
     for (task, label), members in sorted(by_key.items()):
