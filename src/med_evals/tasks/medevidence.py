@@ -243,6 +243,7 @@ def medevidence(
         metrics=effect_metrics(labels),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
         epochs=Epochs(1, majority_label()),
+        headline_metric="effect_direction",  # viewer: the study's headline first
         version="1.0.0",
         metadata={
             "study": "Polzak et al. 2026 (MedEvidence)",

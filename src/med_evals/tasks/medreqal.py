@@ -307,6 +307,7 @@ def verdict_task(
         scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
+        headline_metric="verdict",  # viewer: the study's headline first
         metadata={
             **metadata,
             "prompt": prompt,

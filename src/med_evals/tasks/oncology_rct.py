@@ -471,6 +471,7 @@ def oncology_rct(
         metrics=outcome_metrics(pairs),
         config=config,
         epochs=Epochs(1, majority_label()),
+        headline_metric="trial_outcome",  # viewer: the study's headline first
         version="1.0.0",
         metadata={
             "study": "Windisch et al. 2026 (oncology RCT evidence use)",
