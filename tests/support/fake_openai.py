@@ -53,8 +53,10 @@ class FakeOpenAIServer:
         seed: int = 0,
         port: int = 0,
         model: str = "fake-model",
+        error_code: int | None = None,
     ) -> None:
         self.reply, self.latency, self.model = reply, latency, model
+        self.error_code = error_code  # every injected error has this code (default: 429 or 500)
         self.requests: list[tuple[str, dict[str, Any]]] = []
         self.error_rate, self.hang_rate, self.hang_seconds = error_rate, hang_rate, hang_seconds
         self._rng = random.Random(seed)
@@ -105,7 +107,9 @@ class FakeOpenAIServer:
                     time.sleep(server.hang_seconds)
                     return
                 if roll < server.hang_rate + server.error_rate:
-                    code = 429 if roll < server.hang_rate + server.error_rate / 2 else 500
+                    code = server.error_code or (
+                        429 if roll < server.hang_rate + server.error_rate / 2 else 500
+                    )
                     with server._lock:
                         server.counts[str(code)] += 1
                     self._send(code, {"error": {"message": f"injected {code}", "type": "fault"}})

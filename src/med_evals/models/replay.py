@@ -18,6 +18,11 @@ A recording is either
 Every generate call is keyed by the running task, sample id and epoch (Inspect's active sample).
 A call with no record stops the run with an error naming the file and the key: never a silent
 default reply. Nothing is random, so re-scoring a recorded run gives the same numbers each time.
+
+A recording that cannot be read is a :class:`ReplayError`, raised when the model is created:
+``inspect eval`` prints its one-line message without a traceback and exits 1. A missing record
+is found only during the run: the task ends with status ``error`` and Inspect shows the message
+in its error panel (``inspect eval`` then exits 0; ``inspect eval-set`` exits 1).
 """
 
 from __future__ import annotations
@@ -29,7 +34,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inspect_ai._util.error import PrerequisiteError
 from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.log._samples import sample_active
 from inspect_ai.model import (
@@ -42,11 +46,13 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
+from med_evals._compat import InputError, PrerequisiteError
+
 ANY_TASK = "*"
 """Task key of a JSONL record without ``task``: it serves any task."""
 
 
-class ReplayError(ValueError):
+class ReplayError(InputError):
     """A recording that cannot be read (the message names the file and line)."""
 
 
@@ -211,9 +217,10 @@ class ReplayAPI(ModelAPI):
         if not calls or n >= len(calls):
             # PrerequisiteError: never scored as a provider failure, it stops the run
             recorded = f"{len(calls)} call(s) recorded" if calls else "no record"
-            raise PrerequisiteError(
+            raise ReplayError(
                 f"replay: {self.path} has no record for call {n + 1} of task {task!r}, "
-                f"sample {sample_id!r}, epoch {epoch} ({recorded})"
+                f"sample {sample_id!r}, epoch {epoch} ({recorded}); record it, or run only "
+                "recorded samples and epochs (--sample-id, --limit, --epochs)"
             )
         rec = calls[n]
         request = {"replay": str(self.path), "task": task, "id": sample_id, "epoch": epoch}

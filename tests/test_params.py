@@ -1,0 +1,178 @@
+"""Task parameters are checked as Inspect passes them (``-T`` values are read as YAML)."""
+
+import inspect as pyinspect
+from datetime import date, datetime
+
+import pandas as pd
+import pytest
+import yaml
+
+from med_evals.data import DatasetError
+from med_evals.params import (
+    Choice,
+    Directory,
+    File,
+    Flag,
+    Integer,
+    IsoDate,
+    Number,
+    Pairs,
+    ParamError,
+    Paths,
+    Text,
+    check_params,
+)
+from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
+from med_evals.tasks.healthfc import healthfc
+from med_evals.tasks.medevidence import medevidence
+from med_evals.tasks.medreqal import medreqal
+from med_evals.tasks.oncology_rct import CONDITIONS, GROUPS, oncology_rct
+
+from .oncology_support import FIXTURE_CSV
+
+TASKS = [oncology_rct, medreqal, healthfc, medevidence, counterfactual_build, counterfactual_judges]
+
+
+def one(check, value):
+    return check_params("t", {"x": value}, x=check).x
+
+
+def bad(check, value) -> str:
+    with pytest.raises(ParamError) as err:
+        one(check, value)
+    return str(err.value)
+
+
+def test_inspect_reads_dates_numbers_and_lists_as_yaml():
+    # what `-T name=value` hands a task (inspect_ai._util.config.parse_cli_args: yaml.safe_load)
+    assert yaml.safe_load("2021-01-01") == date(2021, 1, 1)
+    assert yaml.safe_load("abc") == "abc" and yaml.safe_load("3") == 3
+    assert yaml.safe_load("") is None and yaml.safe_load("true") is True
+
+
+def test_dates_as_parsed_or_typed():
+    for value in (date(2021, 1, 1), datetime(2021, 1, 1, 12), "2021-01-01", " 2021-01-01 "):
+        assert one(IsoDate(), value) == "2021-01-01"
+    assert one(IsoDate(), None) is None
+    for value in (2021, "01/01/2021", "2021-13-01", [date(2021, 1, 1)]):
+        assert "must be a date as YYYY-MM-DD" in bad(IsoDate(), value)
+
+
+def test_booleans_only_true_or_false():
+    assert [one(Flag(), v) for v in (True, False, "true", "FALSE")] == [True, False, True, False]
+    for value in ("maybe", "yes", 1, 0, None):
+        assert "true or false" in bad(Flag(), value)
+    assert bad(Flag(), "maybe") == "t: -T x=maybe: must be true or false"
+
+
+def test_integers_only_integers():
+    assert [one(Integer(), v) for v in (3, "3", "-2")] == [3, 3, -2]
+    for value in ("abc", 1.5, True, "1e3", None):
+        assert "integer" in bad(Integer(), value)
+    assert "at least 1" in bad(Integer(minimum=1), 0)
+    assert one(Integer(optional=True), None) is None
+    assert one(Number(minimum=0, maximum=1), "0.5") == 0.5
+    assert "between 0 and 1" in bad(Number(minimum=0, maximum=1), 2)
+    assert "must be a number" in bad(Number(), True)
+
+
+def test_enumerations_list_their_values():
+    assert one(Choice(values=("250", "284")), 250) == "250"
+    msg = bad(Choice(values=("five", "three")), "four")
+    assert msg == "t: -T x=four: unknown x 'four'; choose from five, three"
+    many = Choice(values=CONDITIONS, groups=GROUPS, many=True)
+    assert one(many, "study, doi_only") == ["study", "doi_only"]
+    assert one(many, ["title_only", "doi_only"]) == ["title_only", "doi_only"]
+    assert "is empty; choose from title_abstract" in bad(many, None)
+    assert "(or a group: study, appendix" in bad(many, "nosuch")
+
+
+def test_flip_pairs_name_known_conditions_in_the_run():
+    pairs = Pairs(values=CONDITIONS, groups=GROUPS, within="c")
+    c = Choice(values=CONDITIONS, groups=GROUPS, many=True)
+    got = check_params("t", {"p": "title_abstract:doi_only", "c": "study"}, p=pairs, c=c)
+    assert got.p == ["title_abstract:doi_only"]
+    with pytest.raises(ParamError, match="names an unknown condition 'nosuch'; choose from"):
+        check_params("t", {"p": "title_abstract:nosuch", "c": "all"}, p=pairs, c=c)
+    with pytest.raises(ParamError, match="'title_abstract' is not a pair a:b"):
+        check_params("t", {"p": "title_abstract", "c": "all"}, p=pairs, c=c)
+    with pytest.raises(ParamError, match="compares doi_only, not in this run; add doi_only"):
+        check_params("t", {"p": "title_abstract:doi_only", "c": "title_abstract"}, p=pairs, c=c)
+
+
+def test_paths(tmp_path):
+    assert one(Directory(), str(tmp_path)) == str(tmp_path)
+    assert one(File(), str(FIXTURE_CSV)) == str(FIXTURE_CSV)
+    assert bad(File(), str(tmp_path)).endswith("is a directory, not a file")
+    assert bad(File(), str(tmp_path / "no.csv")).endswith("does not exist")
+    assert bad(Directory(), str(FIXTURE_CSV)).endswith("is a file, not a directory")
+    assert bad(Directory(), str(tmp_path / "nowhere")).endswith("does not exist")
+    assert one(Paths(), f"{tmp_path},{FIXTURE_CSV}") == [str(tmp_path), str(FIXTURE_CSV)]
+    assert "does not exist" in bad(Paths(), [str(tmp_path / "gone.eval")])
+    assert one(Text(), 7) == "7" and one(Text(), "") is None
+    assert "single value" in bad(Text(), ["a", "b"])
+
+
+def test_every_parameter_needs_exactly_one_check():
+    with pytest.raises(TypeError, match=r"no check for \['y'\]"):
+        check_params("t", {"x": 1, "y": 2}, x=Integer())
+    with pytest.raises(TypeError, match=r"a check but no parameter for \['z'\]"):
+        check_params("t", {"x": 1}, x=Integer(), z=Integer())
+
+
+@pytest.mark.parametrize("task_fn", TASKS, ids=lambda t: t.__name__)
+def test_every_task_checks_every_parameter(task_fn, tmp_path, monkeypatch):
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path))  # empty: nothing is downloaded
+    with pytest.raises(DatasetError):  # the defaults pass the checks, then the data is missing
+        task_fn()
+    for name in pyinspect.signature(task_fn).parameters:
+        # a mapping is no valid value of any parameter
+        with pytest.raises(ParamError, match=f"-T {name}="):
+            task_fn(**{name: {"a": 1}})
+
+
+def test_documented_values_as_typed(tmp_path):
+    csv = str(FIXTURE_CSV)
+    with pytest.raises(ParamError, match="-T condition=: is empty; choose from"):
+        oncology_rct(condition=None, trials_file=csv)
+    with pytest.raises(ParamError, match="-T seed=abc: must be an integer"):
+        oncology_rct(seed="abc", trials_file=csv)
+    with pytest.raises(ParamError, match="-T evidence=maybe: must be true or false"):
+        healthfc(evidence="maybe")
+    with pytest.raises(ParamError, match="unknown condition 'nosuch'"):
+        oncology_rct(flip_pairs="title_abstract:nosuch", condition="all", trials_file=csv)
+    with pytest.raises(ParamError, match="-T trials_file=.*: is a directory, not a file"):
+        oncology_rct(trials_file=str(tmp_path))
+    header_only = tmp_path / "trials.csv"
+    header_only.write_text(FIXTURE_CSV.read_text().splitlines()[0] + "\n")
+    with pytest.raises(DatasetError, match=r"trials\.csv: no data rows \(the file holds a header"):
+        oncology_rct(trials_file=str(header_only))
+
+
+def published_after_expected(csv, cutoff: date) -> set[int]:
+    """Trials whose date (month/day/two-digit year, the dataset's format) is after ``cutoff``."""
+    df = pd.read_csv(csv, dtype=str, keep_default_na=False)
+    dates = pd.to_datetime(df["date"], format="%m/%d/%y", errors="coerce").fillna(
+        pd.to_datetime(df["date"], format="%Y-%m-%d", errors="coerce")
+    )
+    assert dates.notna().all()
+    return {i for i, d in zip(df.index, dates, strict=True) if d.date() > cutoff}
+
+
+@pytest.mark.parametrize("value", [date(2021, 1, 1), "2021-01-01"])
+def test_published_after_keeps_exactly_the_later_trials(value):
+    task = oncology_rct(condition="title_only", published_after=value, trials_file=str(FIXTURE_CSV))
+    kept = {s.metadata["trial"] for s in task.dataset}
+    assert kept == published_after_expected(FIXTURE_CSV, date(2021, 1, 1)) and kept
+    assert task.metadata["published_after"] == "2021-01-01"
+
+
+def test_published_after_on_the_study_data(shared_datasets):
+    csv = shared_datasets / "oncology-rct-250-counterfactual" / "trials.csv"
+    task = oncology_rct(
+        condition="doi_only", published_after=date(2021, 1, 1), data_dir=str(shared_datasets)
+    )
+    kept = {s.metadata["trial"] for s in task.dataset}
+    expected = published_after_expected(csv, date(2021, 1, 1))
+    assert kept == expected and 0 < len(kept) < 250
+    assert task.metadata["n_trials"] == len(expected)
