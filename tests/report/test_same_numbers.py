@@ -63,6 +63,8 @@ def check_same_numbers(task: str, log_dir: Path, out: Path) -> list:
     [(_, _, md_rows)] = [
         t for t in tables if t[0] == study.title and t[1].startswith("Headline numbers")
     ]
+    # the log viewer's headline (Task(headline_metric=...)): the study's first headline number
+    assert log.results.headline.metric.split("/")[-1] == study.headline[0].name
     for r in rows:
         prefix = f"{r.condition}/" if len(conditions) > 1 else ""
         [md] = [m for m in md_rows if m["run"] == r.label and m.get("condition", "") == r.condition]
