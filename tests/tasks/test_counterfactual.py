@@ -155,7 +155,7 @@ def test_build_resumes_from_export_or_logs(fixture_data, tmp_path):
         log = _build({"resume": resume})
         assert len(log.samples) == 4  # the two accepted trials are skipped
         assert log.eval.metadata["skipped_finished"] == 2
-    with pytest.raises(FileNotFoundError, match="resume"):
+    with pytest.raises(Exception, match="resume.*does not exist"):  # a clear input error
         counterfactual_build(resume=str(tmp_path / "missing.csv"))
 
 
