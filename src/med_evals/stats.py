@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
+from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 from statsmodels.stats.proportion import proportion_confint
 
 ALPHA_95 = 0.05
@@ -60,16 +60,24 @@ def binary_estimates(
     The one computation of these numbers: the logged metrics, their intervals
     (:func:`binary_summary`), the report and the regression gate all come from here.
     """
-    pos, neg = labels
     n = len(y_true)
     if n == 0:
         cm = np.zeros((2, 2), dtype=int)
         acc = f1m = f1p = math.nan
     else:
-        cm = confusion_matrix(y_true, y_pred, labels=list(labels))
-        acc = float(accuracy_score(y_true, y_pred))
-        f1m = float(f1_score(y_true, y_pred, average="macro", labels=list(labels), zero_division=0))
-        f1p = float(f1_score(y_true, y_pred, pos_label=pos, average="binary", zero_division=0))
+        # integer codes (0: labels[0], 1: labels[1], 2: anything else): the same values as on
+        # the strings, without scikit-learn's slow checks of string arrays
+        codes = {labels[0]: 0, labels[1]: 1}
+        t = np.fromiter((codes.get(x, 2) for x in y_true), dtype=np.int64, count=n)
+        p = np.fromiter((codes.get(x, 2) for x in y_pred), dtype=np.int64, count=n)
+        if (t == 2).any() or (p == 2).any():
+            raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
+        cm = confusion_matrix(t, p, labels=[0, 1])
+        acc = float(accuracy_score(t, p))
+        # per-class F1 in one call: macro-F1 is their mean (f1_score(average="macro")), the F1
+        # of labels[0] is its entry (f1_score(pos_label=labels[0]))
+        f1 = precision_recall_fscore_support(t, p, labels=[0, 1], average=None, zero_division=0)[2]
+        f1m, f1p = float(np.mean(f1)), float(f1[0])
     tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
     return {
         "n": n,

@@ -175,18 +175,18 @@ def test_end_to_end_metrics(fixture_data):
 
     # baseline and counterfactual: the model follows the text, so all right
     for cond in ("title_abstract", "counterfactual", "counterfactual_doi"):
-        assert m[("accuracy_valid", f"{cond}/accuracy_valid")] == 1.0
-        assert m[("macro_f1_valid", f"{cond}/macro_f1_valid")] == 1.0
-        assert m[("valid_rate", f"{cond}/valid_rate")] == 1.0
+        assert m[("headline", f"{cond}/accuracy_valid")] == 1.0
+        assert m[("headline", f"{cond}/macro_f1_valid")] == 1.0
+        assert m[("headline", f"{cond}/valid_rate")] == 1.0
     # three of six replies are " negative\n": valid but not exact case
     assert m[("counts", "title_abstract/n_exact_case")] == 3
     # title only: "**POSITIVE**" is invalid under the study's rule, lenient reads POSITIVE
-    assert m[("valid_rate", "title_only/valid_rate")] == 0.0
+    assert m[("headline", "title_only/valid_rate")] == 0.0
     assert m[("counts", "title_only/n_invalid")] == 6
     assert m[("lenient_parse", "title_only/accuracy_lenient")] == pytest.approx(0.5)
     assert m[("lenient_parse", "title_only/macro_f1_lenient")] == pytest.approx(1 / 3)
     # DOI only: always NEGATIVE -> sensitivity 0, specificity 1, accuracy 3/6
-    assert m[("accuracy_valid", "doi_only/accuracy_valid")] == pytest.approx(0.5)
+    assert m[("headline", "doi_only/accuracy_valid")] == pytest.approx(0.5)
     assert m[("sensitivity_valid", "doi_only/sensitivity_valid")] == 0.0
     assert m[("specificity_valid", "doi_only/specificity_valid")] == 1.0
     assert m[("f1_positive_valid", "doi_only/f1_positive_valid")] == 0.0
@@ -209,7 +209,7 @@ def test_single_condition_has_plain_metric_names(fixture_data):
         oncology_rct(), model=model, display="none", log_dir="/tmp/med_evals_test_logs"
     )
     m = _metrics(log)
-    assert m[(None, "accuracy_valid")] == 1.0 and m[(None, "macro_f1_valid")] == 1.0
+    assert m[("headline", "accuracy_valid")] == 1.0 and m[("headline", "macro_f1_valid")] == 1.0
     assert m[("counts", "n_valid")] == 6
     sample = log.samples[0]
     assert sample.scores["trial_outcome"].value["condition"] == "title_abstract"
@@ -231,7 +231,7 @@ def test_epochs_keep_labels_by_majority(fixture_data):
     )
     m = _metrics(log)
     assert log.eval.config.epochs == 3
-    assert m[(None, "accuracy_valid")] == 1.0
+    assert m[("headline", "accuracy_valid")] == 1.0
     assert m[("counts", "n_total")] == 6  # one reduced score per trial, not 18
     from med_evals.logs import score_values
 
@@ -257,7 +257,7 @@ def test_provider_error_is_scored_error_not_lost(fixture_data):
     assert log.status == "success" and len(log.samples) == 6
     m = _metrics(log)
     assert m[("counts", "n_error")] == 1 and m[("counts", "n_valid")] == 5
-    assert m[(None, "valid_rate")] == pytest.approx(5 / 6)
+    assert m[("headline", "valid_rate")] == pytest.approx(5 / 6)
     errored = [s for s in log.samples if s.scores["trial_outcome"].value["prediction"] == "ERROR"]
     assert len(errored) == 1 and "HTTP 500" in errored[0].scores["trial_outcome"].explanation
 
