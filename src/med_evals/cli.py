@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from med_evals.studies import STUDIES
+
 
 def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.logs import expand_log_paths, score_values
@@ -38,6 +40,11 @@ def _flip_rate(args: argparse.Namespace) -> int:
                         "flips": fr["count"],
                         "n_both_valid": fr["n"],
                         "n_excluded": fr["n_excluded"],
+                        # ours too: every paired trial with a reply, INVALID its own outcome
+                        "flip_rate_all_paired": round(fr["all_paired"]["p"], 4),
+                        "wilson_95_all_paired": "{:.3f}-{:.3f}".format(*fr["all_paired"]["wilson"]),
+                        "n_all_paired": fr["all_paired"]["n"],
+                        "n_error_excluded": fr["n_error_excluded"],
                     }
                 )
     if not rows:
@@ -113,12 +120,20 @@ def _baseline(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from med_evals.regress import format_rows, read_baseline, regress
+    from med_evals.regress import failed_logs, format_rows, gated_metrics, read_baseline, regress
 
-    rows, notes = regress(read_baseline(args.baseline), args.logs, alpha=args.alpha)
+    failed = failed_logs(args.logs)
+    for line in failed:
+        print(f"error: {line}", file=sys.stderr)
+    if failed:
+        print("refusing to gate runs that did not complete: rerun them", file=sys.stderr)
+        return 3
+    rows, notes = regress(read_baseline(args.baseline), args.logs)
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
     print(format_rows(rows))
+    for task, names in gated_metrics(rows).items():
+        print(f"gated for {task}: {', '.join(names)} (headline metrics, paired bootstrap)")
     bad = [r for r in rows if r.verdict == "REGRESSION"]
     changed = [r for r in rows if r.verdict == "setup changed"]
     if changed:
@@ -126,29 +141,15 @@ def _regress(args: argparse.Namespace) -> int:
     if not rows:
         print("no run matched the baseline", file=sys.stderr)
         return 2
-    print(f"\n{len(bad)} regression(s) beyond sampling noise (alpha={args.alpha})")
+    print(f"\n{len(bad)} regression(s) beyond sampling noise (95% paired bootstrap)")
     return 1 if bad else 0
 
 
-#: task -> module whose ``subset_source(data_dir)`` gives (revision, strata, key texts)
-SUBSET_SOURCES = {
-    "oncology_rct": "med_evals.tasks.oncology_rct",
-    "medevidence": "med_evals.tasks.medevidence",
-    "healthfc": "med_evals.tasks.healthfc",
-    "medreqal": "med_evals.tasks.medreqal",
-}
-
-
 def _subset_make(args: argparse.Namespace) -> int:
-    import importlib
-
+    from med_evals.studies import spec
     from med_evals.subsets import draw_stratified, write_subset
 
-    if args.task not in SUBSET_SOURCES:
-        print(f"error: no subset source for task {args.task}", file=sys.stderr)
-        return 2
-    module = importlib.import_module(SUBSET_SOURCES[args.task])
-    revision, strata, key_text = module.subset_source(args.data_dir)
+    revision, strata, key_text = spec(args.task).subset_source(args.data_dir)
     ids = draw_stratified(strata, args.size, seed=args.seed)
     path = write_subset(
         args.task, args.name, revision, ids, key_text, ["gold label"], args.seed, args.version
@@ -239,13 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("regress", help="compare new runs with a baseline; exit 1 on regression")
     p.add_argument("logs", nargs="+", help="log files or directories of the new runs")
     p.add_argument("--baseline", required=True, help="baseline JSON from `med-evals baseline`")
-    p.add_argument("--alpha", type=float, default=0.05, help="significance level (default 0.05)")
     p.set_defaults(func=_regress)
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
     subsub = p.add_subparsers(dest="subset_command", required=True)
     q = subsub.add_parser("make", help="draw a stratified subset and store its ids in datasets/")
-    q.add_argument("task", choices=sorted(SUBSET_SOURCES))
+    q.add_argument("task", choices=sorted(STUDIES))
     q.add_argument("name", help="subset name, e.g. smoke or ci")
     q.add_argument("--size", type=int, required=True)
     q.add_argument("--seed", type=int, default=0)

@@ -277,6 +277,7 @@ def test_flip_rate_command_on_two_runs(fixture_data, capsys, tmp_path):
     table = pd.read_csv(tmp_path / "flip.csv")
     assert table.loc[0, "pair"] == "title_abstract vs counterfactual"
     assert table.loc[0, "flip_rate"] == 1.0 and table.loc[0, "n_both_valid"] == 6
+    assert table.loc[0, "flip_rate_all_paired"] == 1.0 and table.loc[0, "n_all_paired"] == 6
     # the directory form finds the same logs
     assert cli_main(["flip-rate", str(tmp_path / "logs")]) == 0
 
