@@ -10,8 +10,11 @@ Two table layouts are read:
   ``model`` / ``vendor`` and ``ground_truth`` (else taken from the trials dataset).
 
 Every reply goes through the same parser and metrics as the Inspect task
-(:func:`~med_evals.scorers.outcome.outcome_value`, :func:`summarize_condition`), so the numbers
-are those of the study's own analysis (strict validity, macro-F1, Wald intervals).
+(:func:`~med_evals.scorers.outcome.outcome_value`, :func:`summarize_condition`): the
+counterfactual study's rules (strict validity, macro-F1 over valid predictions, clipped Wald
+intervals with z = 1.96). Applied to the earlier paper's recorded GPT-3.5 / GPT-4o / o1
+replies, these are *not* that paper's own analysis (it used POSITIVE-class F1, unclipped Wald
+intervals with n = 250, and read ``NEGATIVE.`` as NEGATIVE).
 """
 
 from __future__ import annotations
@@ -110,9 +113,9 @@ def score_recorded(replies: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def _ci(value: float, interval: tuple[float, float]) -> str:
-    if value != value:  # NaN
-        return "N/A"
-    return f"{value:.2f} ({interval[0]:.2f}-{interval[1]:.2f})"
+    from med_evals.report.document import fmt_ci
+
+    return fmt_ci(value, interval)
 
 
 def table(results: list[dict[str, Any]]) -> pd.DataFrame:
