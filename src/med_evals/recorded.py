@@ -59,6 +59,7 @@ def read_recorded(path: Path, trials: pd.DataFrame | None = None) -> pd.DataFram
         rows = []
         for col in wide_cols:
             m = _WIDE.match(col)
+            assert m is not None  # wide_cols are the columns _WIDE matches
             cond = _condition(m["condition"])
             for trial, (truth, reply) in enumerate(
                 zip(df["Annotation_accept"], df[col], strict=True)

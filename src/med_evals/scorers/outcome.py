@@ -43,6 +43,7 @@ from med_evals.scorers.labels import (
     parse_outcome_lenient,
     parse_outcome_strict,
 )
+from med_evals.scorers.score_table import table_rows
 from med_evals.scorers.values import OutcomeValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.stats import binary_estimates, binary_summary
@@ -114,11 +115,20 @@ def summarize_condition(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _summary(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """:func:`summarize_condition`, computed once per live refresh for all the metrics below
+    (memoised on the condition's score table while its values are unchanged)."""
+    table = table_rows(values)
+    if table is None:
+        return summarize_condition(values)
+    return table.memo("summary", lambda: summarize_condition(values))  # type: ignore[no-any-return]
+
+
 def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:
     """A metric applying ``fn`` to each condition's summary."""
 
     def compute(scores: list[SampleScore]) -> float | dict[str, float]:
-        return per_condition(scores, lambda values: fn(summarize_condition(values)), name)
+        return per_condition(scores, lambda values: fn(_summary(values)), name)
 
     return compute
 
@@ -194,7 +204,9 @@ def lenient_parse() -> Metric:
     )
 
 
-def outcome_metrics(flip_pairs: Sequence[str] | None = None) -> list[Metric]:
+def outcome_metrics(
+    flip_pairs: Sequence[str] | None = None,
+) -> list[Metric | dict[str, list[Metric]]]:
     """The metric set of the oncology tasks."""
     return [
         headline("oncology_rct"),

@@ -9,7 +9,8 @@ scored as ``ERROR``. Inspect's own control flow (limits, cancellation) is never 
 
 from __future__ import annotations
 
-from inspect_ai.solver import Generate, Solver, TaskState, generate, solver
+from inspect_ai.solver import Generate, Solver, TaskState, solver
+from inspect_ai.solver import generate as generate_solver
 from inspect_ai.util import LimitExceededError
 
 from med_evals._compat import PrerequisiteError, TerminateSampleError
@@ -23,11 +24,11 @@ _CONTROL = (LimitExceededError, TerminateSampleError, PrerequisiteError)
 @solver
 def generate_or_record_error() -> Solver:
     """Generate once; a provider error is recorded on the sample rather than raised."""
-    gen = generate()
+    gen = generate_solver()
 
-    async def solve(state: TaskState, generate_fn: Generate) -> TaskState:
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
         try:
-            return await gen(state, generate_fn)
+            return await gen(state, generate)
         except Exception as ex:  # noqa: BLE001 - recorded, counted and shown in the log
             if isinstance(ex, _CONTROL):
                 raise
