@@ -27,23 +27,6 @@ from typing import Any
 
 from med_evals._compat import InputError
 
-__all__ = [
-    "Check",
-    "Choice",
-    "Directory",
-    "File",
-    "Flag",
-    "Integer",
-    "IsoDate",
-    "Number",
-    "OutputFile",
-    "Pairs",
-    "ParamError",
-    "Paths",
-    "Text",
-    "check_params",
-]
-
 
 class ParamError(InputError):
     """A task parameter with a value the task cannot use."""
@@ -236,7 +219,7 @@ class Pairs(Check):
     def relate(self, pairs: list[str] | None, selected: Any) -> None:
         if not pairs or self.within is None or selected is None:
             return
-        chosen = set()
+        chosen: set[str] = set()
         for item in selected if isinstance(selected, list) else [selected]:
             chosen.update(self.groups.get(item, (item,)))
         for pair in pairs:

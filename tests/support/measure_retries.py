@@ -29,6 +29,7 @@ LIMIT_S = 150
 
 #: key: (server fault, inspect eval flags)
 SCENARIOS: dict[str, tuple[dict, list[str]]] = {
+    "ok": ({}, []),  # no fault: the run's own time (Inspect's start-up included)
     "500": ({"error_rate": 1.0, "error_code": 500}, ["--max-retries", "0"]),
     "429": ({"error_rate": 1.0, "error_code": 429}, ["--max-retries", "0"]),
     "500-retry": ({"error_rate": 1.0, "error_code": 500}, ["--max-retries", "2"]),

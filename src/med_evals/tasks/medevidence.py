@@ -193,7 +193,7 @@ def medevidence(
         data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else downloaded at the
             pinned commit).
         subset: A stored subset of the 250 questions (``smoke``: 20, ``ci``: 100; stratified
-            by gold answer; ``datasets/subsets/medevidence-<name>.yaml``). Default: all.
+            by gold answer; ``med_evals/manifests/subsets/medevidence-<name>.yaml``). Default: all.
 
     Defaults as in the authors' code: temperature 0, at most 4,096 output tokens. Replies are
     graded as the authors graded them (the ``**Answer**`` field must equal a class); our lenient

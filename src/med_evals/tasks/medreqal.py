@@ -217,8 +217,9 @@ def medreqal(
         bertscore: False skips BERTScore (ROUGE-L only; no encoder is loaded).
         judge: Add the LLM judge of agreement with the review's conclusion (agrees / partly
             agrees / contradicts); bind the grader with ``--model-role grader=<model>``.
-        subset: A stored subset (``datasets/subsets/medreqal-<name>.yaml``, stratified by label
-            and category; draw one with ``med-evals subset make medreqal <name> --size N``).
+        subset: A stored subset (``med_evals/manifests/subsets/medreqal-<name>.yaml``,
+            stratified by label and category; draw one with ``med-evals subset make medreqal
+            <name> --size N``).
         epochs: Replies per question (default 1, as in the paper); labels are reduced by
             majority, ties to the first epoch; ROUGE-L and BERTScore by mean.
         source: ``github`` (default: the pinned CSV, ``data_dir`` or ``data_file``) or ``hf``

@@ -424,7 +424,7 @@ def oncology_rct(
         trials_file: Use this CSV (trials.csv schema) instead of the study's file, e.g. the
             output of ``counterfactual_build``; its sha256 is recorded in the log.
         subset: A stored subset of trials (``smoke``: 20, ``ci``: 100; stratified by label;
-            ``datasets/subsets/oncology_rct-<name>.yaml``). Default: all trials.
+            ``med_evals/manifests/subsets/oncology_rct-<name>.yaml``). Default: all trials.
         provider_errors: ``score`` (default, as the study): a provider failure left after
             Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
             behaviour (the sample errors; retry with ``inspect eval-retry``).
