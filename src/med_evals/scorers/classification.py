@@ -27,6 +27,7 @@ from sklearn.metrics import (
 )
 
 from med_evals.scorers.labels import ERROR, INVALID
+from med_evals.scorers.score_table import Table, table_of, table_rows
 
 Value = Mapping[str, Any]
 
@@ -52,8 +53,18 @@ def by_group(values: Sequence[Value], key: str = "condition") -> dict[str, list[
 def per_condition(
     scores: Sequence[SampleScore], fn: Callable[[list[Value]], Any], name: str
 ) -> float | dict[str, float]:
-    """``fn`` per condition: plain for one condition, keyed ``<condition>/<name|key>`` else."""
-    groups = by_group(score_dicts(scores))
+    """``fn`` per condition: plain for one condition, keyed ``<condition>/<name|key>`` else.
+
+    ``fn`` gets each condition's values; during a run they come from the scores' cached
+    :class:`~med_evals.scorers.score_table.Table` (same values, same order), which the metric
+    functions below read instead of the dicts.
+    """
+    table = table_of(scores)
+    groups: Mapping[str, list[Value]] = (
+        {g: t.rows() for g, t in table.groups("condition").items()}
+        if table is not None
+        else by_group(score_dicts(scores))
+    )
     results = {g: fn(vals) for g, vals in groups.items()}
     if len(results) == 1:
         return next(iter(results.values()))
@@ -111,7 +122,13 @@ def accuracy_by_group(
     if not len(gold):
         return {}
     names, group_codes = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
-    g, p = encode(gold, pred)
+    return accuracy_by_codes(names, group_codes, *encode(gold, pred))
+
+
+def accuracy_by_codes(
+    names: Sequence[str] | np.ndarray, group_codes: np.ndarray, g: np.ndarray, p: np.ndarray
+) -> dict[str, float]:
+    """:func:`accuracy_by_group` of integer-coded groups (``names[code]``) and labels."""
     correct = np.bincount(group_codes, weights=(g == p), minlength=len(names))
     totals = np.bincount(group_codes, minlength=len(names))
     return {str(name): float(c / t) for name, c, t in zip(names, correct, totals, strict=True)}
@@ -132,9 +149,14 @@ def macro_f1_by_group(
     if not len(gold):
         return {}
     names, group_codes = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
-    g, p = encode(gold, pred, labels)
+    return macro_f1_by_codes(names, group_codes, *encode(gold, pred, labels), len(labels))
+
+
+def macro_f1_by_codes(
+    names: Sequence[str] | np.ndarray, group_codes: np.ndarray, g: np.ndarray, p: np.ndarray, k: int
+) -> dict[str, float]:
+    """:func:`macro_f1_by_group` of integer-coded groups and labels (the k labels: 0..k-1)."""
     width = int(max(g.max(), p.max())) + 1
-    k = len(labels)
     joint_labels = [i * width + c for i in range(len(names)) for c in range(k)]
     f1 = precision_recall_fscore_support(
         group_codes * width + g,
@@ -147,24 +169,52 @@ def macro_f1_by_group(
     return {str(name): float(m) for name, m in zip(names, means, strict=True)}
 
 
-def accuracy_of(values: Sequence[Value], valid_only: bool) -> float:
+def label_codes(
+    values: Sequence[Value], labels: Sequence[str] = (), valid_only: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`encode` of the values' ``target`` and ``prediction`` (only the valid ones with
+    ``valid_only``): from the values' table when they have one, else from the dicts."""
+    table = table_rows(values)
+    if table is not None:
+        g, p = table.codes("target", labels), table.codes("prediction", labels)
+        return (g[table.mask("valid")], p[table.mask("valid")]) if valid_only else (g, p)
     vals = [v for v in values if v["valid"]] if valid_only else values
-    return accuracy_score_of([v["target"] for v in vals], [v["prediction"] for v in vals])
+    return encode([v["target"] for v in vals], [v["prediction"] for v in vals], labels)
+
+
+def accuracy_of(values: Sequence[Value], valid_only: bool) -> float:
+    """:func:`accuracy_score_of` over all values or the valid ones."""
+    g, p = label_codes(values, (), valid_only)
+    return float(accuracy_score(g, p)) if len(g) else math.nan
 
 
 def macro_f1_of(values: Sequence[Value], labels: Sequence[str], valid_only: bool) -> float:
-    vals = [v for v in values if v["valid"]] if valid_only else values
-    return macro_f1_score_of([v["target"] for v in vals], [v["prediction"] for v in vals], labels)
+    """:func:`macro_f1_score_of` over all values or the valid ones."""
+    g, p = label_codes(values, labels, valid_only)
+    if not len(g):
+        return math.nan
+    return float(f1_score(g, p, labels=list(range(len(labels))), average="macro", zero_division=0))
 
 
 def valid_rate_of(values: Sequence[Value]) -> float:
     """Share of all samples whose reply parsed to a label (NaN for no samples)."""
+    table = table_rows(values)
+    if table is not None:
+        return int(table.mask("valid").sum()) / len(values) if values else math.nan
     return sum(bool(v["valid"]) for v in values) / len(values) if values else math.nan
+
+
+def _column(values: Sequence[Value], field: str) -> list[Any]:
+    """``[v[field] for v in values]`` (cached in the values' table when they have one)."""
+    table: Table | None = table_rows(values)
+    if table is not None:
+        return table.column(("field", field), lambda v: v[field])
+    return [v[field] for v in values]
 
 
 def counts_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, int]:
     """Predicted-label counts, then invalid and error counts, then the total."""
-    c = Counter(v["prediction"] for v in values)
+    c = Counter(_column(values, "prediction"))
     out = {label: c.get(label, 0) for label in labels}
     out[INVALID] = c.get(INVALID, 0)
     out[ERROR] = c.get(ERROR, 0)
@@ -177,7 +227,7 @@ def confusion_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, in
     cols = [*labels, INVALID, ERROR]
     if not values:
         return {}
-    g, p = encode([v["target"] for v in values], [v["prediction"] for v in values], cols)
+    g, p = label_codes(values, cols)
     cm = confusion_matrix(g, p, labels=list(range(len(cols))))
     return {f"{g}>{p}": int(cm[i, j]) for i, g in enumerate(labels) for j, p in enumerate(cols)}
 

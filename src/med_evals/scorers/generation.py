@@ -36,6 +36,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
 
+from med_evals.scorers.score_table import Table, present_mean, table_of
 from med_evals.scorers.values import GenerationScores, Mentions
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -287,6 +288,9 @@ def mean_present(values: Sequence[Any], key: str) -> float:
 
 def _mean_of(key: str) -> Metric:
     def compute(scores: list[SampleScore]) -> float:
+        table = table_of(scores)  # the same values, kept between live refreshes
+        if table is not None:
+            return present_mean(table, key)
         return mean_present([s.score.value for s in scores], key)
 
     return compute
@@ -315,6 +319,13 @@ def generation_counts() -> Metric:
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
+        table = table_of(scores)
+        if table is not None:
+            return {
+                "generation_scored": _table_count(table, "rouge_l", present=True),
+                "generation_no_reply": _table_count(table, "no_reply"),
+                "generation_no_reference": _table_count(table, "no_reference"),
+            }
         values = [s.score.value for s in scores if isinstance(s.score.value, dict)]
         return {
             "generation_scored": sum(v.get("rouge_l") is not None for v in values),
@@ -408,6 +419,9 @@ def evidence_mention_counts() -> Metric:
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
+        table = table_of(scores)
+        if table is not None:
+            return {f"mentions_{term}": _table_count(table, term) for term in EVIDENCE_TERMS}
         return {
             f"mentions_{term}": int(
                 sum(isinstance(v := s.score.value, dict) and bool(v.get(term)) for s in scores)
@@ -416,3 +430,11 @@ def evidence_mention_counts() -> Metric:
         }
 
     return compute
+
+
+def _table_count(table: Table, key: str, present: bool = False) -> int:
+    """How many values have a true ``v.get(key)`` (with ``present``: one that is not None)."""
+    column = table.column(("get", key), lambda v: v.get(key))
+    if present:
+        return table.memo(("present", key), lambda: sum(x is not None for x in column))  # type: ignore[no-any-return]
+    return table.memo(("true", key), lambda: sum(bool(x) for x in column))  # type: ignore[no-any-return]

@@ -19,13 +19,17 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, metric
 
 from med_evals.scorers.classification import (
+    accuracy_by_codes,
     accuracy_by_group,
+    macro_f1_by_codes,
     macro_f1_by_group,
 )
 from med_evals.scorers.labels import ERROR, INVALID
+from med_evals.scorers.score_table import Table, table_of
 
 # the three labels in the order used everywhere (kept here so metrics need no scorer import)
 LABELS = ("SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION")
@@ -51,6 +55,13 @@ def _pairs(scores: Sequence[SampleScore], valid_only: bool = False) -> tuple[lis
     return gold, pred
 
 
+def _table_pairs(table: Table) -> tuple[list[str], list[str]]:
+    """:func:`_pairs` of every value, from the scores' table."""
+    gold = table.column(("str", "target"), lambda v: str(v["target"]))
+    pred = table.column(("str", "prediction"), lambda v: str(v["prediction"]))
+    return gold, pred
+
+
 @metric
 def predicted_label_counts() -> Metric:
     """How often each label was predicted, and how many replies were invalid or missing.
@@ -61,7 +72,12 @@ def predicted_label_counts() -> Metric:
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
-        counts = Counter(_pairs(scores)[1])
+        table = table_of(scores)
+        if table is None:
+            counts = Counter(_pairs(scores)[1])
+        else:
+            pred = _table_pairs(table)[1]
+            counts = table.memo("predicted_counts", lambda: Counter(pred))
         return {f"predicted_{key}": counts.get(label, 0) for label, key in _KEY.items()}
 
     return compute
@@ -75,7 +91,9 @@ def confusion_matrix() -> Metric:
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
-        counts = Counter(zip(*_pairs(scores), strict=True))
+        table = table_of(scores)
+        pairs = _pairs(scores) if table is None else _table_pairs(table)
+        counts = Counter(zip(*pairs, strict=True))
         return {
             f"gold_{_KEY[g]}_pred_{_KEY[p]}": counts.get((g, p), 0) for g in LABELS for p in _KEY
         }
@@ -89,21 +107,44 @@ def slug(text: str) -> str:
 
 
 def _by_group(
-    key: str, name: str, fn: Callable[..., dict[str, float]]
+    key: str,
+    name: str,
+    fn: Callable[..., dict[str, float]],
+    by_codes: Callable[..., dict[str, float]],
 ) -> Callable[[list[SampleScore]], dict[str, float]]:
     """Per value of ``key``: ``{name}_{key}_{slug(value)}`` (Inspect flattens metric dicts).
 
-    ``fn(groups, gold, pred)`` computes the metric of every group at once.
+    ``fn(groups, gold, pred)`` computes the metric of every group at once from the values;
+    ``by_codes(names, group_codes, gold_codes, pred_codes)`` the same from the scores' table.
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        # samples without the field (HealthFC has no category or strength) are left out
-        kept = [s for s in scores if isinstance(s.score.value, dict) and s.score.value.get(key)]
-        groups = [str(s.score.value[key]) for s in kept]  # type: ignore[index]
-        values = fn(groups, *_pairs(kept))
+        table = table_of(scores)
+        if table is None:
+            # samples without the field (HealthFC has no category or strength) are left out
+            kept = [
+                s for s in scores if isinstance(s.score.value, dict) and s.score.value.get(key)
+            ]
+            groups = [str(s.score.value[key]) for s in kept]  # type: ignore[index, call-overload]
+            values = fn(groups, *_pairs(kept))
+        else:
+            values = _table_by_group(table, key, by_codes)
         return {f"{name}_{key}_{slug(g)}": values[g] for g in sorted(values)}
 
     return compute
+
+
+def _table_by_group(
+    table: Table, key: str, by_codes: Callable[..., dict[str, float]]
+) -> dict[str, float]:
+    """The values kept and grouped as in ``_by_group``'s plain path, coded from the table."""
+    names, codes = table.group_codes(key)
+    kept = table.memo(("kept", key), lambda: np.flatnonzero(codes >= 0))
+    if not len(kept):
+        return {}
+    g = table.codes("target", LABELS, as_str=True)[kept]
+    p = table.codes("prediction", LABELS, as_str=True)[kept]
+    return by_codes(names, codes[kept], g, p)
 
 
 def _macro_f1_by_group(
@@ -112,25 +153,31 @@ def _macro_f1_by_group(
     return macro_f1_by_group(groups, gold, pred, LABELS)
 
 
+def _macro_f1_by_codes(
+    names: Sequence[str], group_codes: np.ndarray, g: np.ndarray, p: np.ndarray
+) -> dict[str, float]:
+    return macro_f1_by_codes(names, group_codes, g, p, len(LABELS))
+
+
 @metric
 def accuracy_by_category() -> Metric:
     """Accuracy (all samples) within each health category."""
-    return _by_group("category", "accuracy", accuracy_by_group)
+    return _by_group("category", "accuracy", accuracy_by_group, accuracy_by_codes)
 
 
 @metric
 def macro_f1_by_category() -> Metric:
     """Macro-F1 (all samples) within each health category."""
-    return _by_group("category", "macro_f1", _macro_f1_by_group)
+    return _by_group("category", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes)
 
 
 @metric
 def accuracy_by_strength() -> Metric:
     """Accuracy (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return _by_group("strength", "accuracy", accuracy_by_group)
+    return _by_group("strength", "accuracy", accuracy_by_group, accuracy_by_codes)
 
 
 @metric
 def macro_f1_by_strength() -> Metric:
     """Macro-F1 (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return _by_group("strength", "macro_f1", _macro_f1_by_group)
+    return _by_group("strength", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes)
