@@ -20,6 +20,8 @@ from __future__ import annotations
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 
+from med_evals.solvers.generate import generate_or_record_error
+
 CHAT_SYSTEM = (
     "You are an AI assistant helping answer clinical and medical questions based on your best "
     "knowledge."
@@ -84,7 +86,8 @@ def render(prompt: str, question: str, evidence: str | None = None) -> tuple[str
 def verdict_prompt(prompt: str = "chat", evidence: bool = False) -> Solver:
     """Replace the sample's messages with the Table 7 prompt for its question.
 
-    Reads ``question`` (and, with ``evidence``, ``evidence``) from the sample's metadata.
+    The question is the sample's input (a ``question`` metadata field, where a sample has one,
+    comes first); with ``evidence``, the evidence is the metadata field ``evidence``.
     """
     check_variant(prompt)
 
@@ -97,5 +100,23 @@ def verdict_prompt(prompt: str = "chat", evidence: bool = False) -> Solver:
         messages: list = [ChatMessageSystem(content=system)] if system else []
         state.messages = messages + [ChatMessageUser(content=user)]
         return state
+
+    return solve
+
+
+@solver
+def verdict_generate(prompt: str = "chat", evidence: bool = False) -> Solver:
+    """The Table 7 prompt for the sample's question, then one generation, as one solver step.
+
+    The same messages and the same generation as :func:`verdict_prompt` followed by
+    :func:`~med_evals.solvers.generate.generate_or_record_error` (a provider failure left after
+    Inspect's retries is recorded on the sample); one step instead of two spares Inspect a
+    span, a state event and a state diff per sample (docs/performance.md).
+    """
+    prompt_step = verdict_prompt(prompt, evidence)
+    generate_step = generate_or_record_error()
+
+    async def solve(state: TaskState, generate: Generate) -> TaskState:
+        return await generate_step(await prompt_step(state, generate), generate)
 
     return solve

@@ -23,7 +23,7 @@ from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
 from med_evals.scorers.generation import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED
-from med_evals.solvers.verdict_prompts import check_variant, verdict_prompt
+from med_evals.solvers.verdict_prompts import check_variant, verdict_generate
 from med_evals.tasks.medreqal import check_counts, verdict_params, verdict_task
 
 DATASET = "healthfc"
@@ -52,18 +52,18 @@ def read_healthfc(path: Path) -> pd.DataFrame:
     return df
 
 
-def record_to_sample(row: dict[str, Any], index: int) -> Sample:
-    """One claim (a question, in HealthFC's English version)."""
+def record_to_sample(row: dict[str, Any], index: int, evidence: bool = True) -> Sample:
+    """One claim (a question, in HealthFC's English version).
+
+    The claim is the input (not repeated in the metadata); the evidence sentences are in the
+    metadata only when the prompt uses them (``evidence``): Inspect copies and shortens every
+    metadata string several times per sample.
+    """
+    metadata = {"reference": row["en_explanation"], "url": row.get("url", "")}
+    if evidence:
+        metadata["evidence"] = row["en_top_sentences"]
     return Sample(
-        id=f"healthfc-{index + 1}",
-        input=row["en_claim"],
-        target=row["gold"],
-        metadata={
-            "question": row["en_claim"],
-            "reference": row["en_explanation"],
-            "evidence": row["en_top_sentences"],
-            "url": row.get("url", ""),
-        },
+        id=f"healthfc-{index + 1}", input=row["en_claim"], target=row["gold"], metadata=metadata
     )
 
 
@@ -120,12 +120,13 @@ def healthfc(
     path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_healthfc(path)
     count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
-    samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
+    rows = enumerate(df.to_dict("records"))
+    samples = [record_to_sample(row, i, evidence) for i, row in rows]
     return verdict_task(
         DATASET,
         samples,
         path,
-        verdict_prompt(prompt, evidence=evidence),
+        verdict_generate(prompt, evidence=evidence),
         prompt=prompt,
         generation_scoring=generation_scoring,
         bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),

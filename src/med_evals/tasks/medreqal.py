@@ -45,8 +45,7 @@ from med_evals.scorers.verdict import (
     normalise_label,
     verdict,
 )
-from med_evals.solvers.generate import generate_or_record_error
-from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_prompt
+from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_generate
 from med_evals.subsets import load_subset, select
 
 DATASET = "medreqal"
@@ -117,13 +116,13 @@ def read_medreqal(path: Path) -> pd.DataFrame:
 
 
 def record_to_sample(row: dict[str, Any], index: int) -> Sample:
-    """One MedREQAL question: the model sees only the question."""
+    """One MedREQAL question: the model sees only the question (the input; not repeated in the
+    metadata, which Inspect copies and shortens several times per sample)."""
     return Sample(
         id=f"medreqal-{index + 1}",
         input=row["question"],
         target=row["gold"],
         metadata={
-            "question": row["question"],
             "reference": row["conclusion"],
             "category": row.get("category", ""),
             "strength": str(row.get("strength", "")).upper(),
@@ -174,9 +173,8 @@ def apply_subset(task: str, samples: list[Sample], subset: str | None) -> list[S
     if not subset:
         return samples
     by_id = {str(s.id).rsplit("-", 1)[-1]: s for s in samples}
-    keep = select(
-        by_id, load_subset(task, subset), {k: s.metadata["question"] for k, s in by_id.items()}
-    )
+    texts = {k: str(s.input) for k, s in by_id.items()}  # the question
+    keep = select(by_id, load_subset(task, subset), texts)
     return [by_id[k] for k in keep]
 
 
@@ -249,7 +247,7 @@ def medreqal(
         DATASET,
         samples,
         path,
-        verdict_prompt(prompt),
+        verdict_generate(prompt),
         prompt=prompt,
         generation_scoring=generation_scoring,
         bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
@@ -304,7 +302,7 @@ def verdict_task(
     samples = apply_subset(dataset, samples, subset)
     return Task(
         dataset=MemoryDataset(samples, name=dataset, location=str(path)),
-        solver=[prompt_solver, generate_or_record_error()],
+        solver=prompt_solver,  # prompt and generation in one step (docs/performance.md)
         scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
