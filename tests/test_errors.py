@@ -142,3 +142,18 @@ def test_display_none_hides_the_message_but_not_the_exit_code(tmp_path):
         "--display", "none",
     )  # fmt: skip
     assert code == 1 and "seed=abc" not in out and "Traceback" not in out
+
+
+def test_a_one_trial_file_names_the_file(tmp_path):
+    import pandas as pd
+    import pytest
+
+    from med_evals.data import DatasetError
+    from med_evals.tasks.oncology_rct import oncology_rct
+
+    from .oncology_support import FIXTURE_CSV
+
+    one = tmp_path / "one.csv"
+    pd.read_csv(FIXTURE_CSV, dtype=str, keep_default_na=False).head(1).to_csv(one, index=False)
+    with pytest.raises(DatasetError, match=r"one\.csv: 1 trial\(s\); the task needs at least two"):
+        oncology_rct(trials_file=str(one))

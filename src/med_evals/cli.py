@@ -244,7 +244,9 @@ def main(argv: list[str] | None = None) -> int:
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
     subsub = p.add_subparsers(dest="subset_command", required=True)
-    q = subsub.add_parser("make", help="draw a stratified subset and store its ids in datasets/")
+    q = subsub.add_parser(
+        "make", help="draw a stratified subset and store its ids in med_evals/manifests/subsets/"
+    )
     q.add_argument("task", choices=sorted(STUDIES))
     q.add_argument("name", help="subset name, e.g. smoke or ci")
     q.add_argument("--size", type=int, required=True)

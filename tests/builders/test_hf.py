@@ -123,9 +123,9 @@ def test_source_hf_gets_the_csv_checks(tmp_path, manifest) -> None:
 
 def test_source_choices(tmp_path, manifest) -> None:
     manifest(tmp_path / "nothing-here")
-    with pytest.raises(ValueError, match="source must be one of"):
+    with pytest.raises(ValueError, match="source= must be one of github, hf"):
         medreqal_file("gitlab", "medreqal", "MedREQAL.csv", None, None)
-    with pytest.raises(ValueError, match="leave data_file"):
+    with pytest.raises(ValueError, match="leave out -T data_file"):
         medreqal_file("hf", "medreqal", "MedREQAL.csv", None, str(FIXTURE))
     with pytest.raises(DatasetError, match="could not load the Hugging Face dataset"):
         hf_copy("medreqal")

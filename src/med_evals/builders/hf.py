@@ -16,6 +16,7 @@ import pandas as pd  # type: ignore[import-untyped]
 
 from med_evals.builders.dates import check_iso
 from med_evals.data import DatasetError, cache_dir, load_manifest, resolve_file, sha256_of
+from med_evals.params import ParamError
 
 SOURCES = ("github", "hf")
 DATE_COLUMN = "publication_date"
@@ -69,10 +70,12 @@ def medreqal_file(
     """The task's input: ``github`` (the pinned CSV, a data directory or ``data_file``) or
     ``hf`` (the Hugging Face copy)."""
     if source not in SOURCES:
-        raise ValueError(f"source must be one of {', '.join(SOURCES)}, not {source!r}")
+        raise ParamError(f"-T source= must be one of {', '.join(SOURCES)}, not {source!r}")
     if source == "hf":
         if data_file or data_dir:
-            raise ValueError("source=hf loads the Hugging Face copy; leave data_file and data_dir")
+            raise ParamError(
+                "-T source=hf loads the Hugging Face copy: leave out -T data_file and -T data_dir"
+            )
         return hf_copy(dataset)
     return resolve_file(dataset, file, data_dir, data_file)
 

@@ -36,6 +36,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
 
+from med_evals._compat import InputError
 from med_evals.scorers.score_table import Table, present_mean, table_of
 from med_evals.scorers.values import GenerationScores, Mentions
 from med_evals.solvers.generate import GENERATE_ERROR
@@ -96,8 +97,8 @@ class BertScoreConfig:
             from bert_score.utils import model2layers
 
             if model not in model2layers:
-                raise ValueError(
-                    f"bert-score has no default layer for {model!r}: pass bertscore_layers"
+                raise InputError(
+                    f"bert-score has no default layer for {model!r}: pass -T bertscore_layers=N"
                 )
             num_layers = model2layers[model]
         return cls(model, num_layers, rescale_with_baseline, batch_size=batch_size, device=device)
