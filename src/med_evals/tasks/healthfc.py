@@ -22,16 +22,17 @@ from inspect_ai.dataset import Sample
 from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
 from med_evals.scorers.generation import BertScoreConfig
-from med_evals.scorers.verdict import LABEL_CODES, NEI, REFUTED, SUPPORTED
+from med_evals.scorers.verdict import LABEL_CODES
 from med_evals.solvers.verdict_prompts import check_variant, verdict_generate
+from med_evals.studies import HEALTHFC
 from med_evals.tasks.medreqal import check_counts, verdict_params, verdict_task
 
 DATASET = "healthfc"
 FILE = "Datensatz.csv"
 REQUIRED_COLUMNS = ("en_claim", "en_explanation", "en_top_sentences", "label")
 #: The dataset's counts: 750 claims, 202 SUPPORTED, 423 NEI, 125 REFUTED.
-EXPECTED_ROWS = 750
-EXPECTED_LABELS = {SUPPORTED: 202, NEI: 423, REFUTED: 125}
+EXPECTED_ROWS = HEALTHFC.expected_rows
+EXPECTED_LABELS = HEALTHFC.expected_labels
 
 
 def read_healthfc(path: Path) -> pd.DataFrame:

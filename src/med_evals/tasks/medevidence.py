@@ -32,6 +32,7 @@ from med_evals.scorers.effect import (
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence_prompts as prompts
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.studies import MEDEVIDENCE
 from med_evals.subsets import load_subset, select
 
 DATASET = "medevidence"
@@ -243,8 +244,8 @@ def medevidence(
         metrics=effect_metrics(labels),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
         epochs=Epochs(1, majority_label()),
-        headline_metric="effect_direction",  # viewer: the study's headline first
-        version="1.0.0",
+        version=MEDEVIDENCE.version,
+        headline_metric=MEDEVIDENCE.scorer,  # viewer: the study's headline first
         metadata={
             "study": "Polzak et al. 2026 (MedEvidence)",
             "conditions": conds,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -39,13 +40,11 @@ from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
     LABEL_CODES,
-    NEI,
-    REFUTED,
-    SUPPORTED,
     normalise_label,
     verdict,
 )
 from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_generate
+from med_evals.studies import MEDREQAL, spec
 from med_evals.subsets import load_subset, select
 
 DATASET = "medreqal"
@@ -53,14 +52,14 @@ FILE = "MedREQAL.csv"
 REQUIRED_COLUMNS = ("background", "objective", "conclusion", "question", "verdict", "label")
 OPTIONAL_COLUMNS = ("strength", "category")
 #: The paper's counts (Section 3): 2,786 questions, 543 SUPPORTED, 186 REFUTED, 2,057 NEI.
-EXPECTED_ROWS = 2786
-EXPECTED_LABELS = {SUPPORTED: 543, REFUTED: 186, NEI: 2057}
+EXPECTED_ROWS = MEDREQAL.expected_rows
+EXPECTED_LABELS = MEDREQAL.expected_labels
 #: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
 PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
 
 
 def check_counts(
-    path: Path, labels: pd.Series, expected_rows: int, expected: dict[str, int]
+    path: Path, labels: pd.Series, expected_rows: int | None, expected: Mapping[str, int]
 ) -> str | None:
     """Compare row and label counts with the published ones.
 
@@ -306,14 +305,15 @@ def verdict_task(
         scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
-        headline_metric="verdict",  # viewer: the study's headline first
+        version=spec(dataset).version,
+        headline_metric=spec(dataset).scorer,  # viewer: the study's headline first
         metadata={
             **metadata,
             "prompt": prompt,
             "prompt_models_in_paper": PAPER_MODELS[prompt],
             "label_parser": "parse_verdict",
             "samples_without_reference": [
-                s.id for s in samples if not str(s.metadata["reference"]).strip()
+                s.id for s in samples if not str((s.metadata or {})["reference"]).strip()
             ],
             **(
                 bert_cfg.describe()

@@ -30,6 +30,7 @@ from med_evals.scorers.outcome import outcome_metrics, trial_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import prompts
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.studies import ONCOLOGY_RCT
 from med_evals.subsets import load_subset, select
 
 DATASET = "oncology-rct-250-counterfactual"
@@ -452,6 +453,8 @@ def oncology_rct(
     names = resolve_conditions(condition)
     path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file, "trials_file")
     df = read_trials(path)
+    if len(df) < 2:  # the DOI controls pair each trial with another one
+        raise DatasetError(f"{path}: {len(df)} trial(s); the task needs at least two")
     chosen = subset_trials(df, subset)
     samples = build_samples(df, names, seed=seed, published_after=published_after, trials=chosen)
     if not samples:
@@ -471,13 +474,13 @@ def oncology_rct(
         metrics=outcome_metrics(pairs),
         config=config,
         epochs=Epochs(1, majority_label()),
-        headline_metric="trial_outcome",  # viewer: the study's headline first
-        version="1.0.0",
+        version=ONCOLOGY_RCT.version,
+        headline_metric=ONCOLOGY_RCT.scorer,  # viewer: the study's headline first
         metadata={
             "study": "Windisch et al. 2026 (oncology RCT evidence use)",
             "conditions": names,
             "published_after": published_after,
-            "n_trials": len({s.metadata["trial"] for s in samples}),
+            "n_trials": len({(s.metadata or {})["trial"] for s in samples}),
             "generate": {
                 "model_at_build": model,
                 "temperature": config.temperature,
