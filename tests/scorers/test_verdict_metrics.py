@@ -57,21 +57,21 @@ def scores(rows=ROWS) -> list[SampleScore]:
 
 
 def test_accuracy_all_counts_invalid_and_error_as_wrong() -> None:
-    assert accuracy_all()(scores()) == pytest.approx(3 / 7)
+    assert accuracy_all()(scores())["accuracy_all"] == pytest.approx(3 / 7)
 
 
 def test_accuracy_valid_leaves_out_invalid_and_error() -> None:
-    assert accuracy_valid()(scores()) == pytest.approx(3 / 5)
+    assert accuracy_valid()(scores())["accuracy_valid"] == pytest.approx(3 / 5)
 
 
 def test_macro_f1_all() -> None:
     # S: P 1/2 R 1/2 -> 1/2; R: P 1 R 1/2 -> 2/3; NEI: P 1/2 R 1/3 -> 2/5
-    assert macro_f1_all(list(LABELS))(scores()) == pytest.approx((1 / 2 + 2 / 3 + 2 / 5) / 3)
+    assert macro_f1_all(list(LABELS))(scores())["macro_f1_all"] == pytest.approx((1 / 2 + 2 / 3 + 2 / 5) / 3)
 
 
 def test_macro_f1_valid() -> None:
     # valid rows 0,1,2,4,6 -> S: 1/2; R: 1; NEI: P 1/2 R 1/2 -> 1/2
-    assert macro_f1_valid(list(LABELS))(scores()) == pytest.approx((1 / 2 + 1 + 1 / 2) / 3)
+    assert macro_f1_valid(list(LABELS))(scores())["macro_f1_valid"] == pytest.approx((1 / 2 + 1 + 1 / 2) / 3)
 
 
 def test_predicted_label_counts_include_invalid_and_error() -> None:
@@ -126,15 +126,15 @@ def test_groups_absent_give_no_entries() -> None:
     ]
     assert accuracy_by_category()(plain) == {}
     assert macro_f1_by_strength()(plain) == {}
-    assert accuracy_all()(plain) == 1.0
+    assert accuracy_all()(plain)["accuracy_all"] == 1.0
 
 
 def test_no_valid_samples() -> None:
     rows = [(S, "INVALID", "x", "LOW")]
     # undefined over no valid reply: NaN, never a made-up 0
-    assert math.isnan(accuracy_valid()(scores(rows)))
-    assert math.isnan(macro_f1_valid(list(LABELS))(scores(rows)))
-    assert accuracy_all()(scores(rows)) == 0.0
+    assert math.isnan(accuracy_valid()(scores(rows))["accuracy_valid"])
+    assert math.isnan(macro_f1_valid(list(LABELS))(scores(rows))["macro_f1_valid"])
+    assert accuracy_all()(scores(rows))["accuracy_all"] == 0.0
 
 
 def test_slug() -> None:

@@ -53,7 +53,8 @@ def by_group(values: Sequence[Value], key: str = "condition") -> dict[str, list[
 def per_condition(
     scores: Sequence[SampleScore], fn: Callable[[list[Value]], Any], name: str
 ) -> float | dict[str, float]:
-    """``fn`` per condition: plain for one condition, keyed ``<condition>/<name|key>`` else.
+    """``fn`` per condition: plain names for one condition (a number as ``{name: value}``),
+    keyed ``<condition>/<name|key>`` for several.
 
     ``fn`` gets each condition's values; during a run they come from the scores' cached
     :class:`~med_evals.scorers.score_table.Table` (same values, same order), which the metric
@@ -67,7 +68,10 @@ def per_condition(
     )
     results = {g: fn(vals) for g, vals in groups.items()}
     if len(results) == 1:
-        return next(iter(results.values()))
+        res = next(iter(results.values()))
+        # a number is returned under its plain name, so the log and viewer show ``name``
+        # rather than the registry name (``med_evals/name``)
+        return res if isinstance(res, Mapping) else {name: res}
     flat: dict[str, float] = {}
     for g, res in results.items():
         if isinstance(res, Mapping):
