@@ -52,7 +52,7 @@ def by_group(values: Sequence[Value], key: str = "condition") -> dict[str, list[
 
 def per_condition(
     scores: Sequence[SampleScore], fn: Callable[[list[Value]], Any], name: str
-) -> float | dict[str, float]:
+) -> dict[str, Any]:
     """``fn`` per condition: plain names for one condition (a number as ``{name: value}``),
     keyed ``<condition>/<name|key>`` for several.
 
@@ -71,8 +71,8 @@ def per_condition(
         res = next(iter(results.values()))
         # a number is returned under its plain name, so the log and viewer show ``name``
         # rather than the registry name (``med_evals/name``)
-        return res if isinstance(res, Mapping) else {name: res}
-    flat: dict[str, float] = {}
+        return dict(res) if isinstance(res, Mapping) else {name: res}
+    flat: dict[str, Any] = {}
     for g, res in results.items():
         if isinstance(res, Mapping):
             flat.update({f"{g}/{k}": v for k, v in res.items()})

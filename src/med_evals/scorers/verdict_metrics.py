@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, metric
@@ -162,22 +163,22 @@ def _macro_f1_by_codes(
 @metric
 def accuracy_by_category() -> Metric:
     """Accuracy (all samples) within each health category."""
-    return _by_group("category", "accuracy", accuracy_by_group, accuracy_by_codes)
+    return cast(Metric, _by_group("category", "accuracy", accuracy_by_group, accuracy_by_codes))
 
 
 @metric
 def macro_f1_by_category() -> Metric:
     """Macro-F1 (all samples) within each health category."""
-    return _by_group("category", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes)
+    return cast(Metric, _by_group("category", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes))
 
 
 @metric
 def accuracy_by_strength() -> Metric:
     """Accuracy (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return _by_group("strength", "accuracy", accuracy_by_group, accuracy_by_codes)
+    return cast(Metric, _by_group("strength", "accuracy", accuracy_by_group, accuracy_by_codes))
 
 
 @metric
 def macro_f1_by_strength() -> Metric:
     """Macro-F1 (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return _by_group("strength", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes)
+    return cast(Metric, _by_group("strength", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes))
