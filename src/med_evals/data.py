@@ -337,7 +337,6 @@ def read_csv_checked(
     labels: Mapping[str, Iterable[str]] | None = None,
     non_empty: Iterable[str] = (),
     aliases: Mapping[str, Iterable[str]] | None = None,
-    expected_rows: int | None = None,
 ) -> pd.DataFrame:
     """Read a CSV as strings and check it, or raise :class:`DatasetError`.
 
@@ -348,7 +347,6 @@ def read_csv_checked(
         non_empty: Columns whose values must not be empty.
         aliases: Alternative names for a column (``{"verdict": ["verdicts"]}``): the first one
             found is renamed to the canonical name.
-        expected_rows: If given, a different row count is an error.
 
     Rows are numbered from 1 for the first data row (the header is not a row).
     """
@@ -379,8 +377,6 @@ def read_csv_checked(
         )
     if df.empty:
         raise DatasetError(f"{path}: no data rows (the file holds a header only)")
-    if expected_rows is not None and len(df) != expected_rows:
-        raise DatasetError(f"{path}: expected {expected_rows} rows, found {len(df)}")
 
     for col in non_empty:
         empty = df.index[df[col].str.strip() == ""]
