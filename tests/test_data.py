@@ -121,12 +121,10 @@ def test_malformed_and_undecodable_files(tmp_path):
         read_csv_checked(q, ["a"])
 
 
-def test_row_count_and_alias(tmp_path):
+def test_alias(tmp_path):
     p = _write(tmp_path, "verdicts\nSUPPORTED\n")
     df = read_csv_checked(p, ["verdict"], aliases={"verdict": ["verdicts"]})
     assert df["verdict"].tolist() == ["SUPPORTED"]
-    with pytest.raises(DatasetError, match="expected 2 rows, found 1"):
-        read_csv_checked(p, ["verdict"], aliases={"verdict": ["verdicts"]}, expected_rows=2)
 
 
 def test_trials_target_must_be_inverse(tmp_path):
