@@ -191,7 +191,7 @@ ONCOLOGY_RCT = Study(
         f"{_S}.labels",
         f"{_S}.outcome",
         "med_evals.stats",
-        "med_evals.tasks.oncology_rct:CONDITIONS",
+        "med_evals.tasks.oncology_conditions",
     ),
 )
 

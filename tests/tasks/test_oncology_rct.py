@@ -11,14 +11,13 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import get_model
 
 from med_evals.cli import main as cli_main
+from med_evals.tasks.oncology_controls import make_controls, seeded_derangement
 from med_evals.tasks.oncology_rct import (
     CONDITIONS,
     GROUPS,
-    make_controls,
     oncology_rct,
     read_trials,
     resolve_conditions,
-    seeded_derangement,
 )
 
 from ..conftest import mock_output, replying

@@ -8,11 +8,8 @@ or NEGATIVE, from the input variant of each condition.
 
 from __future__ import annotations
 
-import random
-import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +29,14 @@ from med_evals.solvers import prompts
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.studies import ONCOLOGY_RCT
 from med_evals.subsets import load_subset, select
+from med_evals.tasks.oncology_conditions import (
+    CONDITIONS,
+    GROUPS,
+    Condition,
+    condition_fields,
+    resolve_conditions,
+)
+from med_evals.tasks.oncology_controls import Controls, make_controls, parse_trial_date
 
 DATASET = "oncology-rct-250-counterfactual"
 FILE = "trials.csv"
@@ -52,73 +57,6 @@ REQUIRED_COLUMNS = (
     "sections_modified",
 )
 NON_EMPTY = ("doi", "date", "title", "abstract", "counterfactual_title", "counterfactual_abstract")
-
-
-@dataclass(frozen=True)
-class Condition:
-    """One input variant: how the user message is built and which label is expected."""
-
-    name: str
-    template: str
-    counterfactual: bool  # counterfactual text, scored against the inverted label
-    source: str  # where the condition comes from
-
-
-def _join(*sections: str) -> str:
-    return " ".join(s.strip() for s in sections if s.strip())
-
-
-CONDITIONS: dict[str, Condition] = {
-    c.name: c
-    for c in (
-        # the study's five
-        Condition("title_abstract", prompts.TITLE_ABSTRACT, False, "study (baseline)"),
-        Condition("title_only", prompts.TITLE_ONLY, False, "study"),
-        Condition("doi_only", prompts.DOI_ONLY, False, "study"),
-        Condition("counterfactual", prompts.TITLE_ABSTRACT, True, "study"),
-        Condition("counterfactual_doi", prompts.DOI_TITLE_ABSTRACT, True, "study"),
-        # its appendix
-        Condition("abstract_only", prompts.ABSTRACT_ONLY, False, "appendix"),
-        Condition("title_doi", prompts.DOI_TITLE, False, "appendix"),
-        # only trials whose counterfactual title was edited (see title_edited)
-        Condition("counterfactual_title_only", prompts.TITLE_ONLY, True, "appendix"),
-        # section ablations of the group's earlier paper (sections joined by a space)
-        Condition("conclusion_only", prompts.ABSTRACT_ONLY, False, "sections"),
-        Condition("methods_conclusion", prompts.ABSTRACT_ONLY, False, "sections"),
-        Condition("methods_results_conclusion", prompts.ABSTRACT_ONLY, False, "sections"),
-        # negative controls proposed in the study's outlook
-        Condition("doi_shuffled", prompts.DOI_ONLY, False, "controls"),
-        Condition("doi_synthetic", prompts.DOI_ONLY, False, "controls"),
-        Condition("irrelevant_identifier", prompts.IDENTIFIER_ONLY, False, "controls"),
-    )
-}
-
-GROUPS: dict[str, tuple[str, ...]] = {
-    "study": ("title_abstract", "title_only", "doi_only", "counterfactual", "counterfactual_doi"),
-    "appendix": ("abstract_only", "title_doi", "counterfactual_title_only"),
-    "sections": ("conclusion_only", "methods_conclusion", "methods_results_conclusion"),
-    "controls": ("doi_shuffled", "doi_synthetic", "irrelevant_identifier"),
-}
-GROUPS["all"] = tuple(CONDITIONS)
-
-
-def resolve_conditions(condition: str | Sequence[str]) -> list[str]:
-    """Names or group names (``study``, ``appendix``, ``sections``, ``controls``, ``all``)."""
-    items = condition.split(",") if isinstance(condition, str) else list(condition)
-    names: list[str] = []
-    for item in (i.strip() for i in items):
-        expanded = GROUPS.get(item, (item,))
-        for name in expanded:
-            if name not in CONDITIONS:
-                raise ValueError(
-                    f"unknown condition {name!r}; choose from {', '.join(CONDITIONS)} "
-                    f"or a group: {', '.join(GROUPS)}"
-                )
-            if name not in names:
-                names.append(name)
-    if not names:
-        raise ValueError("no condition selected")
-    return names
 
 
 # --- generation settings ----------------------------------------------------------------------
@@ -146,16 +84,6 @@ def evaluated_model() -> str | None:
 
 
 # --- loading ----------------------------------------------------------------------------------
-
-
-def parse_trial_date(value: str) -> date:
-    """The dataset's dates are month/day/two-digit-year (``11/20/21``); ISO is accepted too."""
-    for fmt in ("%m/%d/%y", "%m/%d/%Y", "%Y-%m-%d"):
-        try:
-            return datetime.strptime(value.strip(), fmt).date()
-        except ValueError:
-            continue
-    raise ValueError(f"unrecognised date {value!r}")
 
 
 def load_trials(data_dir: str | Path | None = None) -> tuple[pd.DataFrame, DatasetFile]:
@@ -191,111 +119,7 @@ def read_trials(path: Path) -> pd.DataFrame:
     return df
 
 
-# --- negative controls ------------------------------------------------------------------------
-
-
-def seeded_derangement(n: int, seed: int) -> list[int]:
-    """A permutation with no fixed point: trial i gets trial perm[i]'s DOI."""
-    if n < 2:
-        raise ValueError("a derangement needs at least two trials")
-    rng = random.Random(seed)
-    while True:
-        perm = list(range(n))
-        rng.shuffle(perm)
-        if all(i != p for i, p in enumerate(perm)):
-            return perm
-
-
-_ISSN = re.compile(r"\d{4}-\d{3}[\dX]")
-_DIGITS = re.compile(r"\d+")
-
-
-def synthetic_doi(doi: str, year: int, rng: random.Random, taken: set[str]) -> str:
-    """A made-up DOI with the real registrant prefix, journal pattern and year.
-
-    The prefix (``10.xxxx/``), letters, punctuation, ISSNs (``1470-2045``) and digit runs that
-    spell the publication year (``21`` or ``2021``) are kept; every other digit is redrawn, so
-    ``10.1200/JCO.21.01436`` becomes e.g. ``10.1200/JCO.21.73019``. Never a DOI in ``taken``.
-    """
-    prefix, slash, suffix = doi.partition("/")
-    if not slash:
-        raise ValueError(f"not a DOI: {doi!r}")
-    keep = {str(year), f"{year % 100:02d}"}
-    protected = [m.span() for m in _ISSN.finditer(suffix)]
-
-    def redraw(m: re.Match[str]) -> str:
-        run = m.group(0)
-        if run in keep or any(a <= m.start() < b for a, b in protected):
-            return run
-        return "".join(rng.choice("0123456789") for _ in run)
-
-    for _ in range(1000):
-        candidate = prefix + "/" + _DIGITS.sub(redraw, suffix)
-        if candidate not in taken:
-            return candidate
-    raise ValueError(f"could not make a synthetic DOI for {doi!r}")
-
-
-def irrelevant_identifier(rng: random.Random) -> str:
-    """An identifier with no relation to any trial (a random 12-hex-digit token)."""
-    return "".join(rng.choice("0123456789ABCDEF") for _ in range(12))
-
-
-@dataclass(frozen=True)
-class Controls:
-    shuffled_doi: list[str]
-    synthetic_doi: list[str]
-    identifier: list[str]
-
-
-def make_controls(df: pd.DataFrame, seed: int) -> Controls:
-    dois = df["doi"].tolist()
-    perm = seeded_derangement(len(dois), seed)
-    rng = random.Random(seed)
-    taken = set(dois)
-    synthetic = []
-    for doi, d in zip(dois, df["date"], strict=True):
-        s = synthetic_doi(doi, parse_trial_date(d).year, rng, taken)
-        taken.add(s)
-        synthetic.append(s)
-    return Controls(
-        shuffled_doi=[dois[p] for p in perm],
-        synthetic_doi=synthetic,
-        identifier=[irrelevant_identifier(rng) for _ in dois],
-    )
-
-
 # --- samples ----------------------------------------------------------------------------------
-
-_SECTIONS: dict[str, tuple[str, ...]] = {
-    "conclusion_only": ("abstract_conclusions",),
-    "methods_conclusion": ("abstract_methods", "abstract_conclusions"),
-    "methods_results_conclusion": (
-        "abstract_methods",
-        "abstract_results",
-        "abstract_conclusions",
-    ),
-}
-
-
-def condition_fields(row: Mapping[str, Any], pos: int, cond: Condition, controls: Controls) -> dict:
-    """The template fields of one trial under one condition."""
-    cf = cond.counterfactual
-    fields = {
-        "title": row["counterfactual_title"] if cf else row["title"],
-        "abstract": row["counterfactual_abstract"] if cf else row["abstract"],
-        "doi": row["doi"],
-    }
-    if cond.name in _SECTIONS:
-        fields["abstract"] = _join(*(row[c] for c in _SECTIONS[cond.name]))
-    elif cond.name == "doi_shuffled":
-        fields["doi"] = controls.shuffled_doi[pos]
-    elif cond.name == "doi_synthetic":
-        fields["doi"] = controls.synthetic_doi[pos]
-    elif cond.name == "irrelevant_identifier":
-        fields["identifier"] = controls.identifier[pos]
-    return fields
-
 
 def record_to_sample(
     row: Mapping[str, Any], trial: int, pos: int, cond: Condition, controls: Controls
