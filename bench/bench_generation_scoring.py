@@ -155,7 +155,8 @@ def run_task_way(replies: list[str], references: list[str], max_samples: int) ->
     """The generation scorer, one call per sample, at most ``max_samples`` in flight."""
     from inspect_ai.scorer import Target
 
-    from med_evals.scorers.generation import generation, load_bertscorer
+    from med_evals.scorers.bertscore import load_bertscorer
+    from med_evals.scorers.generation import generation
 
     load_bertscorer.cache_clear()  # count the encoder load, as a fresh run would
     score_fn = generation()
@@ -177,7 +178,7 @@ def run_task_way(replies: list[str], references: list[str], max_samples: int) ->
 def run_direct(replies: list[str], references: list[str]) -> list[float]:
     from bert_score import score
 
-    from med_evals.scorers.generation import packaged_encoder_path
+    from med_evals.scorers.bertscore import packaged_encoder_path
 
     _, _, f = score(replies, references, model_type=str(packaged_encoder_path()), num_layers=6)
     return [float(x) for x in f]

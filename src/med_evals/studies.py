@@ -163,6 +163,7 @@ _VERDICT_FP = (
     f"{_S}.verdict_metrics",
     f"{_S}.classification",
     f"{_S}.generation",
+    f"{_S}.bertscore",
     "med_evals.solvers.verdict_prompts",
 )
 

@@ -9,17 +9,15 @@ from inspect_ai.model import ChatMessageUser, ModelOutput
 from inspect_ai.scorer import Target
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.generation import (
+from med_evals.scorers.bertscore import (
     DEFAULT_ENCODER,
     BertScoreBatcher,
     BertScoreConfig,
     bertscore_pairs,
-    evidence_mentions_in,
-    generation,
     load_bertscorer,
     packaged_encoder_path,
-    rouge_l,
 )
+from med_evals.scorers.generation import evidence_mentions_in, generation, rouge_l
 
 PAIRS = [
     (

@@ -12,7 +12,8 @@ from inspect_ai import eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from med_evals.data import DatasetError
-from med_evals.scorers.generation import BertScoreConfig, load_bertscorer, rouge_l
+from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer
+from med_evals.scorers.generation import rouge_l
 from med_evals.tasks.healthfc import healthfc, read_healthfc, record_to_sample
 
 ROOT = Path(__file__).parents[2]

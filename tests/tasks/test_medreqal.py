@@ -14,7 +14,7 @@ from inspect_ai import eval
 from inspect_ai.model import ChatMessageSystem, ModelOutput, ModelUsage, get_model
 
 from med_evals.data import DatasetError
-from med_evals.scorers.generation import BertScoreConfig, load_bertscorer, packaged_encoder_path
+from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packaged_encoder_path
 from med_evals.solvers import verdict_prompts
 from med_evals.tasks.medreqal import (
     EXPECTED_LABELS,

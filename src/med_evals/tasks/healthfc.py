@@ -21,7 +21,7 @@ from inspect_ai.dataset import Sample
 
 from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
-from med_evals.scorers.generation import BertScoreConfig
+from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES
 from med_evals.solvers.verdict_prompts import check_variant, verdict_generate
 from med_evals.studies import HEALTHFC

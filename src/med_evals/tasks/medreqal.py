@@ -35,7 +35,7 @@ from med_evals.params import (
     Text,
     check_params,
 )
-from med_evals.scorers.generation import BertScoreConfig
+from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
