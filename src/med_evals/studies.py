@@ -162,6 +162,7 @@ _VERDICT_FP = (
     f"{_S}.verdict",
     f"{_S}.verdict_metrics",
     f"{_S}.classification",
+    f"{_S}.score_table",
     f"{_S}.generation",
     f"{_S}.bertscore",
     "med_evals.solvers.verdict_prompts",
@@ -191,6 +192,9 @@ ONCOLOGY_RCT = Study(
         "med_evals.solvers.prompts",
         f"{_S}.labels",
         f"{_S}.outcome",
+        f"{_S}.flips",
+        f"{_S}.classification",
+        f"{_S}.score_table",
         "med_evals.stats",
         "med_evals.tasks.oncology_conditions",
     ),
@@ -218,6 +222,7 @@ MEDEVIDENCE = Study(
     fingerprint_of=(
         f"{_S}.effect",
         f"{_S}.classification",
+        f"{_S}.score_table",
         "med_evals.solvers.medevidence_prompts",
     ),
 )
