@@ -148,6 +148,8 @@ def test_the_oncology_task_runs_on_the_embedded_model(gguf, shared_cache, tmp_pa
         logs.append(log)
     first, second = ({s.id: s.output.completion for s in log.samples} for log in logs)
     assert first == second  # greedy at temperature 0: deterministic
+    loaded = [k for k in embedded_runtime._loaded if k[1:] == ("transformers", None, "float32")]
+    assert len(loaded) == 1  # one model for both runs (and the tests before)
     for s in logs[0].samples:
         usage = s.output.usage
         assert usage.input_tokens > 50  # the system prompt and the title went in
