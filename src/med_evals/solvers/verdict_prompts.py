@@ -17,10 +17,11 @@ claim's top evidence sentences after the question: ``EVIDENCE: ...``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.solver import Generate, Solver, TaskState, solver
-
-from med_evals.solvers.generate import generate_or_record_error
 
 CHAT_SYSTEM = (
     "You are an AI assistant helping answer clinical and medical questions based on your best "
@@ -82,9 +83,52 @@ def render(prompt: str, question: str, evidence: str | None = None) -> tuple[str
     return system, template.replace("{question}", subject)
 
 
+def prompt_messages(
+    prompt: str, question: str, evidence: str | None = None
+) -> list[ChatMessageSystem | ChatMessageUser]:
+    """The Table 7 messages for one question: the system message (``chat`` only), the user
+    message; ``evidence`` follows the question."""
+    system, user = render(prompt, question, evidence)
+    messages: list[ChatMessageSystem | ChatMessageUser] = (
+        [ChatMessageSystem(content=system)] if system else []
+    )
+    return [*messages, ChatMessageUser(content=user)]
+
+
+def prompted_samples(
+    samples: Sequence[Sample], prompt: str, evidence: bool = False, keep_question: bool = False
+) -> list[Sample]:
+    """The samples with the Table 7 messages for their question as their input.
+
+    The question is each sample's input; with ``evidence``, the evidence is its metadata field
+    ``evidence`` (a sample without one is an error). Rendering the messages once, when the
+    dataset is built, gives each sample the input a plain Inspect task over these messages
+    would have: no prompt solver, whose span, state event and state diff (it replaces the
+    messages) Inspect would otherwise record for every sample (docs/performance.md).
+    ``keep_question`` keeps the question in the metadata for a grader that reads it.
+    """
+    check_variant(prompt)
+    out = []
+    for s in samples:
+        question = str(s.input)
+        metadata = dict(s.metadata or {})
+        ev = str(metadata.get("evidence") or "") if evidence else None
+        if evidence and not ev:
+            raise ValueError(f"sample {s.id}: no evidence text for the evidence option")
+        if keep_question:
+            metadata["question"] = question
+        out.append(
+            s.model_copy(
+                update={"input": prompt_messages(prompt, question, ev), "metadata": metadata}
+            )
+        )
+    return out
+
+
 @solver
 def verdict_prompt(prompt: str = "chat", evidence: bool = False) -> Solver:
-    """Replace the sample's messages with the Table 7 prompt for its question.
+    """Replace the sample's messages with the Table 7 prompt for its question (for tasks whose
+    samples hold the question; the MedREQAL and HealthFC tasks use :func:`prompted_samples`).
 
     The question is the sample's input (a ``question`` metadata field, where a sample has one,
     comes first); with ``evidence``, the evidence is the metadata field ``evidence``.
@@ -96,27 +140,7 @@ def verdict_prompt(prompt: str = "chat", evidence: bool = False) -> Solver:
         ev = str(state.metadata.get("evidence") or "") if evidence else None
         if evidence and not ev:
             raise ValueError(f"sample {state.sample_id}: no evidence text for the evidence option")
-        system, user = render(prompt, str(question), ev)
-        messages: list = [ChatMessageSystem(content=system)] if system else []
-        state.messages = messages + [ChatMessageUser(content=user)]
+        state.messages = list(prompt_messages(prompt, str(question), ev))
         return state
-
-    return solve
-
-
-@solver
-def verdict_generate(prompt: str = "chat", evidence: bool = False) -> Solver:
-    """The Table 7 prompt for the sample's question, then one generation, as one solver step.
-
-    The same messages and the same generation as :func:`verdict_prompt` followed by
-    :func:`~med_evals.solvers.generate.generate_or_record_error` (a provider failure left after
-    Inspect's retries is recorded on the sample); one step instead of two spares Inspect a
-    span, a state event and a state diff per sample (docs/performance.md).
-    """
-    prompt_step = verdict_prompt(prompt, evidence)
-    generate_step = generate_or_record_error()
-
-    async def solve(state: TaskState, generate: Generate) -> TaskState:
-        return await generate_step(await prompt_step(state, generate), generate)
 
     return solve

@@ -23,7 +23,7 @@ from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES
-from med_evals.solvers.verdict_prompts import check_variant, verdict_generate
+from med_evals.solvers.verdict_prompts import check_variant
 from med_evals.studies import HEALTHFC
 from med_evals.tasks.medreqal import check_counts, verdict_params, verdict_task
 
@@ -127,8 +127,8 @@ def healthfc(
         DATASET,
         samples,
         path,
-        verdict_generate(prompt, evidence=evidence),
         prompt=prompt,
+        evidence=evidence,
         generation_scoring=generation_scoring,
         bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
         bertscore=bertscore,

@@ -20,7 +20,6 @@ from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
-from inspect_ai.solver import Solver
 
 from med_evals.builders.hf import SOURCES, medreqal_file, published_after_rows
 from med_evals.data import fetch, read_csv_checked, row_error
@@ -43,7 +42,8 @@ from med_evals.scorers.verdict import (
     normalise_label,
     verdict,
 )
-from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, verdict_generate
+from med_evals.solvers.generate import generate_or_record_error
+from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, prompted_samples
 from med_evals.studies import MEDREQAL, spec
 from med_evals.subsets import load_subset, select
 
@@ -246,7 +246,6 @@ def medreqal(
         DATASET,
         samples,
         path,
-        verdict_generate(prompt),
         prompt=prompt,
         generation_scoring=generation_scoring,
         bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
@@ -285,9 +284,9 @@ def verdict_task(
     dataset: str,
     samples: list[Sample],
     path: Path,
-    prompt_solver: Solver,
     *,
     prompt: str,
+    evidence: bool = False,
     generation_scoring: bool,
     bert_cfg: BertScoreConfig,
     bertscore: bool,
@@ -297,11 +296,16 @@ def verdict_task(
     metadata: dict[str, Any],
 ) -> Task:
     """The Task of MedREQAL and HealthFC: one prompt variant, the verdict scorers, the paper's
-    generation settings, and what produced the run in the log's metadata."""
+    generation settings, and what produced the run in the log's metadata.
+
+    Each sample's input is the prompt variant's Table 7 messages for its question (rendered
+    here, once: docs/performance.md), and the solver is one generation.
+    """
     samples = apply_subset(dataset, samples, subset)
+    prompted = prompted_samples(samples, prompt, evidence=evidence, keep_question=judge)
     return Task(
-        dataset=MemoryDataset(samples, name=dataset, location=str(path)),
-        solver=prompt_solver,  # prompt and generation in one step (docs/performance.md)
+        dataset=MemoryDataset(prompted, name=dataset, location=str(path)),
+        solver=generate_or_record_error(),
         scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
