@@ -227,23 +227,28 @@ MEDEVIDENCE = Study(
     ),
 )
 
+#: What MedREQAL and HealthFC share: labels, parser, scorer, headline and the code behind them.
+_VERDICT_STUDY: dict[str, Any] = {
+    "scorer": "verdict",
+    "label_sets": {"verdict": f"{_S}.verdict:VERDICT"},
+    "label_arg": None,
+    "parser": f"{_S}.verdict:parse_verdict",
+    "headline": (ACCURACY_ALL, MACRO_F1_ALL, VALID_RATE),
+    "compute": "med_evals.studies:label_headline",
+    "fingerprint_of": _VERDICT_FP,
+}
+
 MEDREQAL = Study(
     task="medreqal",
     title="MedREQAL (Vladika et al. 2024)",
     version="2.0.0",
     fingerprint_recorded="5e0bdf858941a2a0",
-    scorer="verdict",
-    label_sets={"verdict": f"{_S}.verdict:VERDICT"},
-    label_arg=None,
-    parser=f"{_S}.verdict:parse_verdict",
-    headline=(ACCURACY_ALL, MACRO_F1_ALL, VALID_RATE),
-    compute="med_evals.studies:label_headline",
     module="med_evals.tasks.medreqal",
     datasets=("medreqal",),
     expected_rows=2786,
     expected_labels={"SUPPORTED": 543, "REFUTED": 186, "NOT ENOUGH INFORMATION": 2057},
     reference_tables=("medreqal-table2-published.csv", "medreqal-table3-published.csv"),
-    fingerprint_of=_VERDICT_FP,
+    **_VERDICT_STUDY,
 )
 
 HEALTHFC = Study(
@@ -251,17 +256,11 @@ HEALTHFC = Study(
     title="HealthFC (Vladika et al. 2024)",
     version="2.0.0",
     fingerprint_recorded="064af9f9201fa104",
-    scorer="verdict",
-    label_sets={"verdict": f"{_S}.verdict:VERDICT"},
-    label_arg=None,
-    parser=f"{_S}.verdict:parse_verdict",
-    headline=(ACCURACY_ALL, MACRO_F1_ALL, VALID_RATE),
-    compute="med_evals.studies:label_headline",
     module="med_evals.tasks.healthfc",
     datasets=("healthfc",),
     expected_rows=750,
     expected_labels={"SUPPORTED": 202, "REFUTED": 125, "NOT ENOUGH INFORMATION": 423},
-    fingerprint_of=_VERDICT_FP,
+    **_VERDICT_STUDY,
 )
 
 STUDIES: dict[str, Study] = {s.task: s for s in (ONCOLOGY_RCT, MEDEVIDENCE, MEDREQAL, HEALTHFC)}
