@@ -1,4 +1,5 @@
 import json
+from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
@@ -108,3 +109,10 @@ def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     assert cli_main(["regress", "--baseline", str(path), str(failed)]) == 3
     err = capsys.readouterr().err
     assert "run did not complete (status error)" in err
+
+
+def test_a_log_directory_expands_to_local_paths_that_exist(runs):
+    from med_evals.logs import expand_log_paths
+
+    [path] = expand_log_paths([runs["same"]])
+    assert not path.startswith("file:") and Path(path).is_file()

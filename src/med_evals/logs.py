@@ -12,6 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from inspect_ai.log import EvalLog, list_eval_logs, read_eval_log
 
@@ -57,15 +59,21 @@ class Run:
 
 
 def expand_log_paths(paths: Iterable[str | Path]) -> list[str]:
-    """Log files, with directories expanded to the Inspect logs inside them."""
+    """Log files, with directories expanded to the Inspect logs inside them (as local paths:
+    Inspect lists them as ``file://`` URIs, which ``Path`` cannot stat)."""
     out: list[str] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            out += [info.name for info in list_eval_logs(str(p))]
+            out += [_local(info.name) for info in list_eval_logs(str(p))]
         else:
             out.append(str(p))
     return out
+
+
+def _local(name: str) -> str:
+    parsed = urlparse(name)
+    return url2pathname(parsed.path) if parsed.scheme == "file" else name
 
 
 def task_name(log: EvalLog) -> str:
