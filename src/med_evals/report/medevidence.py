@@ -17,8 +17,7 @@ from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.runs import Group
 from med_evals.report.tables import (
-    headline_rows,
-    headline_table,
+    headline_block,
     ordered_conditions,
     paired_table,
 )
@@ -60,9 +59,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         "class); metrics suffixed _lenient are our lenient reading, not the paper's.",
         "note",
     )
-    rows = headline_rows(study, groups)
-    ctx.headline += rows
-    headline_table(doc, study, rows)
+    rows = headline_block(ctx, study, groups)
     conds = ordered_conditions(study, {r.condition for r in rows})
     head = {(r.label, r.condition): r.values for r in rows}
     nan = float("nan")

@@ -20,8 +20,7 @@ from med_evals.report.document import fmt_ci, fmt_interval
 from med_evals.report.paired import mcnemar_exact
 from med_evals.report.runs import Group
 from med_evals.report.tables import (
-    headline_rows,
-    headline_table,
+    headline_block,
     ordered_conditions,
     paired_table,
     reference_table,
@@ -43,9 +42,7 @@ def published_condition(name: str) -> str:
 def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     doc = ctx.doc
     doc.h2(study.title)
-    rows = headline_rows(study, groups)
-    ctx.headline += rows
-    headline_table(doc, study, rows)
+    rows = headline_block(ctx, study, groups)
     conds = ordered_conditions(study, {r.condition for r in rows})
     head = {(r.label, r.condition): r.values for r in rows}
     summ = {

@@ -198,10 +198,17 @@ def provenance_tables(doc: Document, runs: Sequence[Run], labels: dict[int, str]
     doc.table(settings, "Runs: task arguments, scorer settings and generation settings")
 
 
-def generic_section(ctx: Any, study: Study, groups: Sequence[Group]) -> None:
-    """A study without a section of its own: its headline numbers and paired comparisons."""
-    ctx.doc.h2(study.title)
+def headline_block(ctx: Any, study: Study, groups: Sequence[Group]) -> list[HeadlineRow]:
+    """A study's headline rows: recorded for the report's checks and printed as its first
+    table (every study section opens with it)."""
     rows = headline_rows(study, groups)
     ctx.headline += rows
     headline_table(ctx.doc, study, rows)
+    return rows
+
+
+def generic_section(ctx: Any, study: Study, groups: Sequence[Group]) -> None:
+    """A study without a section of its own: its headline numbers and paired comparisons."""
+    ctx.doc.h2(study.title)
+    headline_block(ctx, study, groups)
     paired_table(ctx.doc, study, groups, ctx.n_boot)

@@ -18,7 +18,7 @@ from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import is_missing
 from med_evals.report.runs import Group
-from med_evals.report.tables import headline_rows, headline_table, paired_table, reference_table
+from med_evals.report.tables import headline_block, paired_table, reference_table
 from med_evals.scorers.classification import counts_of, macro_f1_by_group
 from med_evals.scorers.generation import mean_present
 from med_evals.studies import Study
@@ -52,9 +52,7 @@ def encoder_of(group: Group) -> tuple[str, bool]:
 def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     doc = ctx.doc
     doc.h2(study.title)
-    rows = headline_rows(study, groups)
-    ctx.headline += rows
-    headline_table(doc, study, rows)
+    rows = headline_block(ctx, study, groups)
     head = {r.label: r.values for r in rows}
     labels = study.labels()
     t2, t3, t5, gold = [], [], [], {}
