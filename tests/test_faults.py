@@ -37,7 +37,7 @@ def big_corpus(tmp_path, monkeypatch):
 def test_flaky_provider_loses_and_duplicates_nothing(big_corpus):
     with FakeOpenAIServer(error_rate=0.2, hang_rate=0.02, hang_seconds=15, seed=1) as server:
         [log] = inspect_eval(
-            oncology_rct(),
+            oncology_rct(metrics="full"),
             model="openai-api/fake/fake",
             model_base_url=server.base_url,
             display="none",
@@ -199,7 +199,7 @@ def test_pathological_replies_are_counted_invalid(tmp_path, monkeypatch):
     replies = iter([HUGE, CONTROL, "\x00NEGATIVE", "POSITIVE", "", "NEGATIVE"])
     model = get_model("mockllm/model", custom_outputs=replying(lambda t: next(replies)))
     [log] = inspect_eval(
-        oncology_rct(),
+        oncology_rct(metrics="full"),
         model=model,
         display="none",
         log_dir=str(tmp_path / "logs"),

@@ -139,6 +139,10 @@ def test_documented_values_as_typed(tmp_path):
         oncology_rct(seed="abc", trials_file=csv)
     with pytest.raises(ParamError, match="-T evidence=maybe: must be true or false"):
         healthfc(evidence="maybe")
+    for task_fn in (oncology_rct, medreqal, healthfc, medevidence):
+        with pytest.raises(ParamError, match="-T metrics=all: unknown metrics 'all'; choose "
+                           "from headline, full"):
+            task_fn(metrics="all")
     with pytest.raises(ParamError, match="unknown condition 'nosuch'"):
         oncology_rct(flip_pairs="title_abstract:nosuch", condition="all", trials_file=csv)
     with pytest.raises(ParamError, match="-T trials_file=.*: is a directory, not a file"):

@@ -167,7 +167,7 @@ def replay_model(reply: Callable[[str, int], str | None]) -> Any:
 
 
 def _tasks(
-    tmp: Path,
+    tmp: Path, metrics: str = "full"
 ) -> dict[str, tuple[Callable[[], Task], Callable[[str, int], str | None], int]]:
     from med_evals.tasks.healthfc import healthfc
     from med_evals.tasks.medreqal import medreqal
@@ -177,15 +177,23 @@ def _tasks(
     hfc = healthfc_csv(tmp / "healthfc.csv")
     onc = oncology_csv(tmp / "trials.csv")
     return {
-        "medreqal": (lambda: medreqal(data_file=str(med), bertscore=False), verdict_reply, 1),
+        "medreqal": (
+            lambda: medreqal(data_file=str(med), bertscore=False, metrics=metrics),
+            verdict_reply,
+            1,
+        ),
         "medreqal_3_epochs": (
-            lambda: medreqal(data_file=str(med), bertscore=False, epochs=3),
+            lambda: medreqal(data_file=str(med), bertscore=False, epochs=3, metrics=metrics),
             verdict_reply,
             3,
         ),
-        "healthfc": (lambda: healthfc(data_file=str(hfc), bertscore=False), verdict_reply, 1),
+        "healthfc": (
+            lambda: healthfc(data_file=str(hfc), bertscore=False, metrics=metrics),
+            verdict_reply,
+            1,
+        ),
         "oncology_rct_study": (
-            lambda: oncology_rct(condition="study", trials_file=str(onc)),
+            lambda: oncology_rct(condition="study", trials_file=str(onc), metrics=metrics),
             outcome_reply,
             1,
         ),
@@ -201,8 +209,8 @@ def logged_metrics(log: Any) -> dict[str, float]:
     return out
 
 
-def replay(run: str, tmp: Path) -> dict[str, float]:
-    make, reply, epochs = _tasks(tmp)[run]
+def replay(run: str, tmp: Path, metrics: str = "full") -> dict[str, float]:
+    make, reply, epochs = _tasks(tmp, metrics)[run]
     [log] = inspect_eval(
         make(),
         model=replay_model(reply),
@@ -238,6 +246,22 @@ def test_replayed_metrics_equal_the_recorded_ones(run: str, tmp_path: Path) -> N
     else:
         assert counts["predicted_invalid"] > 0 and counts["predicted_error"] > 0
         assert 0 < counts["accuracy_all"] < 1
+
+
+@pytest.mark.filterwarnings("ignore:.*counts differ from the published dataset")
+@pytest.mark.parametrize("run", ["medreqal", "oncology_rct_study"])
+def test_the_default_headline_log_is_a_short_part_of_the_full_set(run: str, tmp_path: Path) -> None:
+    recorded = json.loads(RECORDED.read_text())[run]
+    short = replay(run, tmp_path, metrics="headline")
+    assert set(short) < set(recorded)
+    assert all(_same(recorded[k], v) for k, v in short.items())
+    names = {k.split("|")[-1] for k in short}
+    if run == "oncology_rct_study":  # 5 conditions x 3 headline numbers + 2 flip rates
+        assert len(short) == 17 and "doi_only/macro_f1_valid" in names
+        assert "title_abstract~counterfactual" in names and "doi_only/n_total" not in names
+    else:
+        assert names == {"accuracy_all", "macro_f1_all", "valid_rate", "rouge_l_mean",
+                         "bertscore_f1_mean"}
 
 
 def main() -> None:

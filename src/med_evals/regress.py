@@ -29,7 +29,7 @@ from inspect_ai.log import read_eval_log
 from med_evals.logs import Run, expand_log_paths, load_runs
 from med_evals.report.paired import bootstrap_difference
 from med_evals.scorers.generation import mean_present
-from med_evals.studies import spec
+from med_evals.studies import NON_SETUP_ARGS, spec
 
 FORMAT = 2
 FLOAT_KEYS = ("rouge_l", "bertscore_f1")
@@ -38,7 +38,7 @@ FLOAT_KEYS = ("rouge_l", "bertscore_f1")
 def setup_of(run: Run) -> dict[str, Any]:
     """What must not change between baseline and new run for the numbers to be comparable."""
     p = run.provenance
-    args = {k: v for k, v in p["task_args"].items() if k not in ("data_dir", "subset")}
+    args = {k: v for k, v in p["task_args"].items() if k not in (*NON_SETUP_ARGS, "subset")}
     return {
         "dataset_revision": p.get("revision"),
         "data_checksum": p.get("data_checksum"),

@@ -172,7 +172,7 @@ ONCOLOGY_RCT = Study(
     task="oncology_rct",
     title="Oncology RCT evidence use (Windisch et al. 2026)",
     version="2.0.0",
-    fingerprint_recorded="2d07d7ae00fab69b",
+    fingerprint_recorded="9d83d39e1d6dda95",
     scorer="trial_outcome",
     label_sets={"two": f"{_S}.labels:TRIAL_OUTCOME"},
     label_arg=None,
@@ -204,7 +204,7 @@ MEDEVIDENCE = Study(
     task="medevidence",
     title="MedEvidence (Polzak et al. 2026)",
     version="2.0.0",
-    fingerprint_recorded="1ba020a78429ed92",
+    fingerprint_recorded="2977a51484599813",
     scorer="effect_direction",
     label_sets={"five": f"{_S}.effect:FIVE", "three": f"{_S}.effect:THREE"},
     label_arg="labels",
@@ -242,7 +242,7 @@ MEDREQAL = Study(
     task="medreqal",
     title="MedREQAL (Vladika et al. 2024)",
     version="2.0.0",
-    fingerprint_recorded="5e0bdf858941a2a0",
+    fingerprint_recorded="66d10ae343cc01e6",
     module="med_evals.tasks.medreqal",
     datasets=("medreqal",),
     expected_rows=2786,
@@ -255,7 +255,7 @@ HEALTHFC = Study(
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
     version="2.0.0",
-    fingerprint_recorded="064af9f9201fa104",
+    fingerprint_recorded="d1751348c2b77bb1",
     module="med_evals.tasks.healthfc",
     datasets=("healthfc",),
     expected_rows=750,
@@ -264,6 +264,15 @@ HEALTHFC = Study(
 )
 
 STUDIES: dict[str, Study] = {s.task: s for s in (ONCOLOGY_RCT, MEDEVIDENCE, MEDREQAL, HEALTHFC)}
+
+#: ``-T metrics=``: which metrics a run of a study logs. ``headline`` (default): the headline
+#: numbers only (plus the flip rates of the oncology study, MedREQAL/HealthFC's ROUGE-L and
+#: BERTScore means), so the viewer's title bar and the console at the end of a run fit a screen;
+#: ``full``: the scorer's full metric set (intervals, counts, confusion cells, strata, the
+#: lenient reading). The per-sample values, and so the report and the gate, are the same.
+METRIC_SETS = ("headline", "full")
+#: Task arguments that change no per-sample value: neither a run label nor a setup change.
+NON_SETUP_ARGS = ("data_dir", "metrics")
 
 #: Versions of the tasks that build data rather than measure a model (no headline metrics).
 TOOL_VERSIONS = {"counterfactual_build": "2.0.0", "counterfactual_judges": "1.1.0"}

@@ -56,7 +56,7 @@ def test_wide_table_becomes_replay_files_keyed_by_sample_id(tmp_path, monkeypatc
 
     # through the task: the same numbers as score-recorded
     (log,) = inspect_eval(
-        oncology_rct(condition="conclusion_only,title_abstract"),
+        oncology_rct(condition="conclusion_only,title_abstract", metrics="full"),
         model=f"replay/{written['m1']}",
         log_dir=str(tmp_path / "logs"),
         display="none",
@@ -122,7 +122,7 @@ def test_study_recordings_replayed_through_the_task_equal_score_recorded(
     # one model (the one with an invalid reply) through Inspect, all four conditions
     model = "gpt35turbo_temp100"
     (log,) = inspect_eval(
-        oncology_rct(condition=",".join(SECTIONS)),
+        oncology_rct(condition=",".join(SECTIONS), metrics="full"),
         model=f"replay/{written[model]}",
         log_dir=str(tmp_path / "logs"),
         display="none",

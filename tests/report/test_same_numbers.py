@@ -113,6 +113,37 @@ def test_medevidence(tmp_path, monkeypatch):
     assert by_cond["closed_book"]["valid_rate"] == 0.0  # not the authors' **Answer** field
 
 
+def test_medevidence_other_metrics_equal_a_full_log_from_either_log(tmp_path, monkeypatch):
+    """The report's metrics beyond the headline come from the scorer's full metric set over the
+    per-sample values: the same cells from a default (headline) log as from a metrics=full log,
+    each equal to the full log's own metric."""
+    from med_evals.tasks.medevidence import medevidence
+
+    install_medevidence(tmp_path / "data", monkeypatch)
+
+    def reply(text: str, sid: str, epoch: int) -> str:
+        return "**Answer**: lower" if sid.endswith(("1", "2")) else "The answer is: higher"
+
+    full = replay_run(medevidence(condition="evidence,closed_book", metrics="full"), reply,
+                      "anthropic/claude-test", tmp_path / "full")
+    short = replay_run(medevidence(condition="evidence,closed_book"), reply,
+                       "anthropic/claude-test", tmp_path / "short")
+    logged_full = {k: m.value for s in full.results.scores for k, m in s.metrics.items()}
+    logged_short = {k for s in short.results.scores for k in s.metrics}
+    assert logged_short < set(logged_full) and len(logged_short) == 6
+    cells = {}
+    for run in ("full", "short"):
+        md = build_report([tmp_path / run / "logs"], tmp_path / f"report-{run}", n_boot=20)
+        tables = [t for t in md_tables(md.markdown.read_text()) if t[1].startswith("Other metrics")]
+        assert tables
+        cells[run] = {(row["condition"], name): cell for _, _, rows in tables for row in rows
+                      for name, cell in row.items() if name not in ("run", "condition")}
+    assert cells["full"] == cells["short"]
+    assert any("lenient" in name for _, name in cells["full"])
+    for (cond, name), cell in cells["full"].items():
+        assert cell == fmt(logged_full[f"{cond}/{name}"])
+
+
 @pytest.mark.parametrize("task", ["medreqal", "healthfc"])
 def test_verdict_tasks(task, tmp_path):
     if task == "medreqal":

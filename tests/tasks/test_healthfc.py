@@ -70,7 +70,7 @@ def run(tmp_path: Path, evidence: bool, replies: dict[str, str], seen: list, **k
         return out
 
     with pytest.warns(UserWarning, match="6 rows, not 750"):
-        task = healthfc(data_file=str(FIXTURE), evidence=evidence, **kw)
+        task = healthfc(data_file=str(FIXTURE), evidence=evidence, **{"metrics": "full", **kw})
     [log] = eval(
         task,
         model=get_model("mockllm/model", custom_outputs=respond),
@@ -189,7 +189,7 @@ def test_generation_means_leave_out_errors_and_missing_references(tmp_path: Path
         return out
 
     with pytest.warns(UserWarning, match="6 rows, not 750"):
-        task = healthfc(data_file=str(data))
+        task = healthfc(data_file=str(data), metrics="full")
     [log] = eval(
         task,
         model=get_model("mockllm/model", custom_outputs=respond),

@@ -73,7 +73,10 @@ def test_three_way_metrics_follow_the_scheme(fixture_data, tmp_path):
     """Three-label metrics in the log and when the log is re-scored (Task-level metrics)."""
     model = get_model("mockllm/model", custom_outputs=replying(lambda t: "**Answer**: Uncertain"))
     [log] = inspect_eval(
-        medevidence(labels="three"), model=model, display="none", log_dir=str(tmp_path)
+        medevidence(labels="three", metrics="full"),
+        model=model,
+        display="none",
+        log_dir=str(tmp_path),
     )
     for scored in (log, inspect_score(log, effect_direction("three"), action="overwrite")):
         m = _metrics(scored)
@@ -101,7 +104,7 @@ def _answer_from_sources(text):
 def test_end_to_end_metrics(fixture_data):
     model = get_model("mockllm/model", custom_outputs=replying(_answer_from_sources))
     [log] = inspect_eval(
-        medevidence(condition="closed_book,evidence"),
+        medevidence(condition="closed_book,evidence", metrics="full"),
         model=model,
         display="none",
         log_dir="/tmp/med_evals_test_logs",

@@ -215,7 +215,7 @@ def metrics_of(log) -> dict[str, float]:
 def chat_run(tmp_path_factory):
     seen: list = []
     with pytest.warns(UserWarning, match="counts differ"):
-        task = medreqal(data_file=str(FIXTURE))
+        task = medreqal(data_file=str(FIXTURE), metrics="full")
     [log] = eval(
         task,
         model=mock_model(seen),
@@ -358,7 +358,7 @@ def test_epochs_reduce_to_majority_label(tmp_path) -> None:
         return out
 
     with pytest.warns(UserWarning):
-        task = medreqal(data_file=str(FIXTURE), generation_scoring=False, epochs=3)
+        task = medreqal(data_file=str(FIXTURE), generation_scoring=False, epochs=3, metrics="full")
     [log] = eval(
         task,
         model=get_model("mockllm/model", custom_outputs=respond),

@@ -159,7 +159,7 @@ def _metrics(log):
 def test_end_to_end_metrics(fixture_data):
     model = get_model("mockllm/model", custom_outputs=replying(_evidence_follower))
     [log] = inspect_eval(
-        oncology_rct(condition="study,irrelevant_identifier"),
+        oncology_rct(condition="study,irrelevant_identifier", metrics="full"),
         model=model,
         display="none",
         log_dir="/tmp/med_evals_test_logs",
@@ -205,7 +205,10 @@ def test_end_to_end_metrics(fixture_data):
 def test_single_condition_has_plain_metric_names(fixture_data):
     model = get_model("mockllm/model", custom_outputs=replying(_evidence_follower))
     [log] = inspect_eval(
-        oncology_rct(), model=model, display="none", log_dir="/tmp/med_evals_test_logs"
+        oncology_rct(metrics="full"),
+        model=model,
+        display="none",
+        log_dir="/tmp/med_evals_test_logs",
     )
     m = _metrics(log)
     assert m[("headline", "accuracy_valid")] == 1.0 and m[("headline", "macro_f1_valid")] == 1.0
@@ -226,7 +229,11 @@ def test_epochs_keep_labels_by_majority(fixture_data):
 
     model = get_model("mockllm/model", custom_outputs=replying(flaky))
     [log] = inspect_eval(
-        oncology_rct(), model=model, epochs=3, display="none", log_dir="/tmp/med_evals_test_logs"
+        oncology_rct(metrics="full"),
+        model=model,
+        epochs=3,
+        display="none",
+        log_dir="/tmp/med_evals_test_logs",
     )
     m = _metrics(log)
     assert log.eval.config.epochs == 3
@@ -247,7 +254,7 @@ def test_provider_error_is_scored_error_not_lost(fixture_data):
 
     model = get_model("mockllm/model", custom_outputs=outputs)
     [log] = inspect_eval(
-        oncology_rct(),
+        oncology_rct(metrics="full"),
         model=model,
         display="none",
         max_retries=0,

@@ -2,9 +2,9 @@
 metrics the logs carry (our lenient reading, accuracy per gold class), paired comparisons.
 
 The paper's scheme is its five classes; the three-label scheme (higher / lower / uncertain) is
-ours, and every run that uses it is marked so wherever it appears. The logged metrics beyond the
-headline are read as the logs name them (whatever the scorer of the run logged), not from a list
-kept here.
+ours, and every run that uses it is marked so wherever it appears. The metrics beyond the
+headline are the scorer's full metric set (``effect_metrics``), computed over each run's
+per-sample values: the same numbers a ``-T metrics=full`` run logs, whichever set the run logged.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from med_evals.report.tables import (
     ordered_conditions,
     paired_table,
 )
+from med_evals.scorers.effect import LABEL_SETS, effect_metrics
+from med_evals.scorers.headline import metric_values
 from med_evals.studies import Study
 
 OURS = " [three-label scheme: ours, not the paper's]"
@@ -35,7 +37,7 @@ def paper_scheme(study: Study, group: Group) -> bool:
 
 
 def shown_metric(name: str) -> bool:
-    """Logged metrics shown beside the headline: our lenient reading and per-gold-class
+    """Metrics shown beside the headline: our lenient reading and per-gold-class
     accuracy, whatever their exact names; not confusion cells or counts."""
     return (">" not in name and not name.endswith("/n")
             and ("lenient" in name or name.startswith("gold=")))
@@ -73,18 +75,21 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
                    "run" + ("; runs marked as ours use our three-label scheme"
                             if any(not paper_scheme(study, g) for g in groups) else ""),
                    "no question scored")
-    doc.table(_logged_rows(groups), "Other logged metrics, as named in each log (our lenient "
-              "reading suffixed _lenient; gold=<class>: accuracy within a gold class)", keys=2)
+    doc.table(_other_rows(study, groups), "Other metrics of the scorer's full set, as a "
+              "-T metrics=full log names them (our lenient reading suffixed _lenient; "
+              "gold=<class>: accuracy within a gold class)", keys=2)
     paired_table(doc, study, groups, ctx.n_boot)
 
 
-def _logged_rows(groups: Sequence[Group]) -> list[dict[str, Any]]:
+def _other_rows(study: Study, groups: Sequence[Group]) -> list[dict[str, Any]]:
     rows = []
     for g in groups:
+        scheme = next(k for k, v in LABEL_SETS.items() if v == study.label_set(g.task_args))
         for run in g.runs:
             conds = sorted({str(v.get("condition") or "") for v in run.values.values()})
             by_cond: dict[str, dict[str, float]] = {}
-            for key, value in run.metrics.items():
+            full = metric_values(effect_metrics(scheme, full=True), run.values)
+            for key, value in full.items():
                 cond, sep, name = key.partition("/")
                 if not sep or cond not in conds:
                     cond, name = (conds[0] if len(conds) == 1 else ""), key

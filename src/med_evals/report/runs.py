@@ -20,14 +20,14 @@ from typing import Any
 from inspect_ai.log import read_eval_log
 
 from med_evals.logs import Run
-from med_evals.studies import Study
+from med_evals.studies import NON_SETUP_ARGS, Study
 
 REPLAY_PREFIX = "replay/"
 #: The replay provider's model name for a record that did not name its model.
 REPLAY_PLACEHOLDER = "replay"
 #: Task arguments that never distinguish runs: where the data was read from (its checksum is
 #: compared instead).
-NOT_DISTINGUISHING = ("data_dir",)
+NOT_DISTINGUISHING = NON_SETUP_ARGS  # the same per-sample values either way
 
 
 class ReportError(ValueError):

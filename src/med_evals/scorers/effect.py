@@ -238,10 +238,12 @@ def accuracy_by_gold() -> Metric:
     return compute
 
 
-def effect_metrics(scheme: str) -> list[Metric | dict[str, list[Metric]]]:
+def effect_metrics(scheme: str, full: bool = True) -> list[Metric | dict[str, list[Metric]]]:
     """The metrics of a scheme: the authors' grading unqualified, per evidence quality and per
-    gold class; the lenient view suffixed ``_lenient``."""
+    gold class; the lenient view suffixed ``_lenient`` (``full=False``: the headline only)."""
     labels = list(LABEL_SETS[scheme].labels)
+    if not full:
+        return [headline("medevidence", scheme)]
     return [
         # accuracy_all, macro_f1_all and valid_rate: the study spec's headline (studies.py)
         headline("medevidence", scheme),

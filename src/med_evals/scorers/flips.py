@@ -63,13 +63,15 @@ def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, 
 
 
 @metric
-def flip_rates(pairs: list[str] | None = None) -> Metric:
+def flip_rates(pairs: list[str] | None = None, detail: bool = True) -> Metric:
     """Share of trials whose prediction differs between two conditions, with intervals: over
     trials valid in both (``<a>~<b>``), and over all paired trials with a reply, INVALID an
     outcome of its own (``<a>~<b>/all_paired``).
 
     Args:
         pairs: Condition pairs ``"a:b"``; a pair is reported when both are in the run.
+        detail: Also the intervals, counts and the all-paired rate (False: the rate only, as
+            in the short metric set a run logs by default).
     """
     wanted = [parse_pair(p) for p in (pairs or DEFAULT_FLIP_PAIRS)]
 
@@ -82,6 +84,8 @@ def flip_rates(pairs: list[str] | None = None) -> Metric:
                 fr = flip_rate(values, a, b)
                 key = f"{a}~{b}"
                 out[key] = fr["p"]
+                if not detail:
+                    continue
                 out[f"{key}/wald_lo"], out[f"{key}/wald_hi"] = fr["wald"]
                 out[f"{key}/wilson_lo"], out[f"{key}/wilson_hi"] = fr["wilson"]
                 out[f"{key}/n"] = fr["n"]

@@ -7,7 +7,11 @@ them and ``med-evals regress`` gates them, all through that one method.
 
 from __future__ import annotations
 
-from inspect_ai.scorer import Metric, SampleScore, metric
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
+
+from inspect_ai._util.registry import registry_unqualified_name
+from inspect_ai.scorer import Metric, SampleScore, Score, metric
 
 from med_evals.scorers.classification import per_condition
 from med_evals.studies import spec
@@ -30,3 +34,25 @@ def headline(task: str, label_set: str | None = None) -> Metric:
         return out
 
     return compute
+
+
+def metric_values(
+    metrics: Sequence[Metric | dict[str, list[Metric]]], values: Mapping[str, Mapping[str, Any]]
+) -> dict[str, float]:
+    """``metrics`` computed over per-sample score values (sample id -> value), named as Inspect
+    names them in a log: a metric returning a dict gives one entry per key.
+
+    The report calls a scorer's full metric set through this, so it shows those numbers whether
+    the run logged them (``-T metrics=full``) or only its headline.
+    """
+    scores = [SampleScore(score=Score(value=dict(v)), sample_id=sid) for sid, v in values.items()]
+    out: dict[str, float] = {}
+    for m in metrics:
+        if not callable(m):
+            raise TypeError("metric_values: per-key metric dicts are not supported")
+        value = cast(Any, m)(scores)  # a Metric of SampleScores (ours all are)
+        if isinstance(value, Mapping):
+            out.update({str(k): float(v) for k, v in value.items() if v is not None})
+        elif isinstance(value, int | float):
+            out[registry_unqualified_name(m)] = float(value)
+    return out

@@ -205,9 +205,12 @@ def lenient_parse() -> Metric:
 
 
 def outcome_metrics(
-    flip_pairs: Sequence[str] | None = None,
+    flip_pairs: Sequence[str] | None = None, full: bool = True
 ) -> list[Metric | dict[str, list[Metric]]]:
-    """The metric set of the oncology tasks."""
+    """The metric set of the oncology tasks (``full=False``: the headline and flip rates)."""
+    pairs = list(flip_pairs) if flip_pairs else None
+    if not full:
+        return [headline("oncology_rct"), flip_rates(pairs, detail=False)]
     return [
         headline("oncology_rct"),
         f1_positive_valid(),
@@ -217,7 +220,7 @@ def outcome_metrics(
         confusion(),
         intervals_95(),
         lenient_parse(),
-        flip_rates(list(flip_pairs) if flip_pairs else None),
+        flip_rates(pairs),
     ]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import cast
 
-from inspect_ai.scorer import Score, Scorer, Target, scorer
+from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.classification import accuracy_valid, macro_f1_valid
@@ -150,9 +150,13 @@ def target_label(target: Target | str) -> str:
     return label
 
 
-@scorer(
-    metrics=[
-        # MedREQAL and HealthFC share one headline definition (studies.py; a test checks it)
+def verdict_metrics(full: bool = True) -> list[Metric]:
+    """The verdict scorer's metrics (``full=False``: the headline and the generation means,
+    Table 2's numbers)."""
+    # MedREQAL and HealthFC share one headline definition (studies.py; a test checks it)
+    if not full:
+        return [headline("medreqal"), rouge_l_mean(), bertscore_f1_mean()]
+    return [
         headline("medreqal"),
         accuracy_valid(),
         macro_f1_valid([SUPPORTED, REFUTED, NEI]),
@@ -167,7 +171,9 @@ def target_label(target: Target | str) -> str:
         generation_counts(),
         evidence_mention_counts(),
     ]
-)
+
+
+@scorer(metrics=verdict_metrics())
 def verdict(
     reference_key: str | None = None,
     bertscore_model: str | None = None,

@@ -94,6 +94,7 @@ def healthfc(
     judge: bool = False,
     subset: str | None = None,
     epochs: int = 1,
+    metrics: str = "headline",
 ) -> Task:
     """HealthFC with MedREQAL's prompts, parser and metrics.
 
@@ -112,6 +113,8 @@ def healthfc(
         judge: Add the LLM judge of agreement with the explanation (``--model-role grader=...``).
         subset: A stored subset (``smoke``: 20, ``ci``: 100; stratified by label).
         epochs: Replies per claim (default 1); labels by majority, scores by mean.
+        metrics: ``headline`` (default: accuracy, macro-F1, valid rate, ROUGE-L and BERTScore
+            means) or ``full`` (the scorer's full metric set), as in ``medreqal``.
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
     """
@@ -135,6 +138,7 @@ def healthfc(
         judge=judge,
         subset=subset,
         epochs=epochs,
+        metrics=metrics,
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,

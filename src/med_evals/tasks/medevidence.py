@@ -32,7 +32,7 @@ from med_evals.scorers.effect import (
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence_prompts as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.studies import MEDEVIDENCE
+from med_evals.studies import MEDEVIDENCE, METRIC_SETS
 from med_evals.subsets import load_subset, select
 
 DATASET = "medevidence"
@@ -178,6 +178,7 @@ def medevidence(
     questions: str = "250",
     data_dir: str | None = None,
     subset: str | None = None,
+    metrics: str = "headline",
 ) -> Task:
     """Effect direction from Cochrane review questions (MedEvidence).
 
@@ -195,6 +196,11 @@ def medevidence(
             pinned commit).
         subset: A stored subset of the 250 questions (``smoke``: 20, ``ci``: 100; stratified
             by gold answer; ``med_evals/manifests/subsets/medevidence-<name>.yaml``). Default: all.
+        metrics: ``headline`` (default): the log's metrics are the headline per condition
+            (accuracy and macro-F1 over all questions, valid rate), so the viewer and the
+            console fit a screen; ``full``: also the numbers over valid replies, label counts,
+            confusion cells, strata by evidence quality, accuracy per gold class and the
+            lenient reading. ``med-evals report`` shows all of them from either log.
 
     Defaults as in the authors' code: temperature 0, at most 4,096 output tokens. Replies are
     graded as the authors graded them (the ``**Answer**`` field must equal a class); our lenient
@@ -208,6 +214,7 @@ def medevidence(
         questions=Choice(values=("250", "284")),
         data_dir=Directory(),
         subset=Text(),
+        metrics=Choice(values=METRIC_SETS),
     )
     condition, questions = p.condition, p.questions
     conds = condition.split(",") if isinstance(condition, str) else list(condition)
@@ -241,7 +248,7 @@ def medevidence(
         dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
         solver=generate_or_record_error(),
         scorer=effect_direction(labels),
-        metrics=effect_metrics(labels),
+        metrics=effect_metrics(labels, full=metrics == "full"),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
         epochs=Epochs(1, majority_label()),
         version=MEDEVIDENCE.version,

@@ -21,6 +21,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
 
+from med_evals._compat import with_metrics
 from med_evals.builders.hf import SOURCES, medreqal_file, published_after_rows
 from med_evals.data import fetch, read_csv_checked, row_error
 from med_evals.params import (
@@ -41,10 +42,11 @@ from med_evals.scorers.verdict import (
     LABEL_CODES,
     normalise_label,
     verdict,
+    verdict_metrics,
 )
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, prompted_samples
-from med_evals.studies import MEDREQAL, spec
+from med_evals.studies import MEDREQAL, METRIC_SETS, spec
 from med_evals.subsets import load_subset, select
 
 DATASET = "medreqal"
@@ -135,12 +137,12 @@ def scorers(
     bertscore: BertScoreConfig,
     use_bertscore: bool = True,
     judge: bool = False,
+    metrics: str = "full",
 ) -> list[Scorer]:
     """The verdict scorer (label; ROUGE-L/BERTScore against ``reference`` unless
-    ``generation_scoring`` is off; evidence mentions), then optionally the LLM judge of agreement
-    with the reference (``--model-role grader=...``)."""
-    out = [
-        verdict(
+    ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set, then optionally
+    the LLM judge of agreement with the reference (``--model-role grader=...``)."""
+    label_scorer = verdict(
             reference_key=reference if generation_scoring else None,
             bertscore_model=bertscore.model,
             bertscore_layers=bertscore.num_layers,
@@ -148,7 +150,7 @@ def scorers(
             bertscore_batch_size=bertscore.batch_size,
             bertscore=use_bertscore,
         )
-    ]
+    out = [with_metrics(label_scorer, verdict_metrics(full=metrics == "full"))]
     if judge:
         out.append(conclusion_agreement(reference_field=reference))
     return out
@@ -192,6 +194,7 @@ def medreqal(
     epochs: int = 1,
     source: str = "github",
     published_after: str | None = None,
+    metrics: str = "headline",
 ) -> Task:
     """MedREQAL, zero-shot, one question per sample.
 
@@ -224,6 +227,11 @@ def medreqal(
             ``pip install 'med_evals[hf]'``); both go through the same checks.
         published_after: Keep only questions whose ``publication_date`` (a column of files from
             ``med-evals build medreqal``) is after this ISO date, e.g. a model's training cut-off.
+        metrics: ``headline`` (default): the log's metrics are accuracy and macro-F1 over all
+            questions, the valid rate, and the ROUGE-L and BERTScore means, so the viewer and
+            the console fit a screen; ``full``: also the numbers over valid replies, label
+            counts, confusion cells, strata by category and strength, generation counts and
+            evidence mentions. ``med-evals report`` shows all of them from either log.
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
     """
@@ -253,6 +261,7 @@ def medreqal(
         judge=judge,
         subset=subset,
         epochs=epochs,
+        metrics=metrics,
         metadata={
             "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
             "data": provenance,
@@ -277,6 +286,7 @@ def verdict_params() -> dict[str, Check]:
         "judge": Flag(),
         "subset": Text(),
         "epochs": Integer(minimum=1),
+        "metrics": Choice(values=METRIC_SETS),
     }
 
 
@@ -293,6 +303,7 @@ def verdict_task(
     judge: bool,
     subset: str | None,
     epochs: int,
+    metrics: str = "headline",
     metadata: dict[str, Any],
 ) -> Task:
     """The Task of MedREQAL and HealthFC: one prompt variant, the verdict scorers, the paper's
@@ -306,7 +317,7 @@ def verdict_task(
     return Task(
         dataset=MemoryDataset(prompted, name=dataset, location=str(path)),
         solver=generate_or_record_error(),
-        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge),
+        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge, metrics),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
         version=spec(dataset).version,

@@ -27,7 +27,7 @@ from med_evals.scorers.outcome import outcome_metrics, trial_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.studies import ONCOLOGY_RCT
+from med_evals.studies import METRIC_SETS, ONCOLOGY_RCT
 from med_evals.subsets import load_subset, select
 from med_evals.tasks.oncology_conditions import (
     CONDITIONS,
@@ -228,6 +228,7 @@ def oncology_rct(
     trials_file: str | None = None,
     subset: str | None = None,
     provider_errors: str = "score",
+    metrics: str = "headline",
 ) -> Task:
     """Classify oncology RCTs as POSITIVE / NEGATIVE (primary endpoint met) from one input variant.
 
@@ -253,6 +254,11 @@ def oncology_rct(
         provider_errors: ``score`` (default, as the study): a provider failure left after
             Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
             behaviour (the sample errors; retry with ``inspect eval-retry``).
+        metrics: ``headline`` (default): the log's metrics are the study's headline per
+            condition (valid rate, accuracy and macro-F1 over valid replies) and the flip rates,
+            so the viewer and the console fit a screen; ``full``: also sensitivity,
+            specificity, F1 of POSITIVE, Wald and Wilson intervals, counts, confusion cells and
+            the lenient parse. ``med-evals report`` shows all of them from either log.
 
     Defaults as the study sent them: at most 500 output tokens; temperature 0 to OpenAI, Google
     and any other provider, no temperature to Anthropic (the study set none there); a Task built
@@ -270,6 +276,7 @@ def oncology_rct(
         trials_file=File(),
         subset=Text(),
         provider_errors=Choice(values=("score", "raise")),
+        metrics=Choice(values=METRIC_SETS),
     )
     condition, published_after, flip_pairs, seed = (
         p.condition, p.published_after, p.flip_pairs, p.seed
@@ -295,7 +302,7 @@ def oncology_rct(
         dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
         solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
         scorer=trial_outcome(),
-        metrics=outcome_metrics(pairs),
+        metrics=outcome_metrics(pairs, full=metrics == "full"),
         config=config,
         epochs=Epochs(1, majority_label()),
         version=ONCOLOGY_RCT.version,
