@@ -7,6 +7,7 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   traceback, and exits 1. Raised during a run, Inspect ends the task with status ``error`` and
   shows its usual error panel (with a traceback).
 - ``TerminateSampleError``: ends one sample (used to record provider failures as ERROR).
+- ``registry_unqualified_name``: a metric's name as Inspect logs it (without the package).
 - ``with_metrics``: give one scorer other metrics, as ``Task(metrics=...)`` does for all of a
   task's scorers (through the scorer's registry entry, like Inspect's own override).
 """
@@ -15,11 +16,22 @@ from __future__ import annotations
 
 from inspect_ai._util.error import PrerequisiteError
 from inspect_ai._util.exception import TerminateSampleError
-from inspect_ai._util.registry import RegistryInfo, registry_info, set_registry_info
+from inspect_ai._util.registry import (
+    RegistryInfo,
+    registry_info,
+    registry_unqualified_name,
+    set_registry_info,
+)
 from inspect_ai.scorer import Metric, Scorer
 from rich.markup import escape
 
-__all__ = ["InputError", "PrerequisiteError", "TerminateSampleError", "with_metrics"]
+__all__ = [
+    "InputError",
+    "PrerequisiteError",
+    "TerminateSampleError",
+    "registry_unqualified_name",
+    "with_metrics",
+]
 
 
 def with_metrics(scorer: Scorer, metrics: list[Metric]) -> Scorer:

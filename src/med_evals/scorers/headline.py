@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from inspect_ai._util.registry import registry_unqualified_name
 from inspect_ai.scorer import Metric, SampleScore, Score, metric
 
+from med_evals._compat import registry_unqualified_name
 from med_evals.scorers.classification import per_condition
 from med_evals.studies import spec
 
