@@ -92,10 +92,14 @@ class Study:
     fingerprint_of: tuple[str, ...] = ()
 
     # -- labels ------------------------------------------------------------------------------
-    def label_set(self, task_args: Mapping[str, Any] | None = None) -> Any:
+    def label_set_name(self, task_args: Mapping[str, Any] | None = None) -> str:
+        """The key of the label set a run used (its ``label_arg``), else the first (paper's)."""
         key = (task_args or {}).get(self.label_arg) if self.label_arg else None
         name = str(key) if key is not None and str(key) in self.label_sets else None
-        return _attr(self.label_sets[name or next(iter(self.label_sets))])
+        return name or next(iter(self.label_sets))
+
+    def label_set(self, task_args: Mapping[str, Any] | None = None) -> Any:
+        return _attr(self.label_sets[self.label_set_name(task_args)])
 
     def labels(self, task_args: Mapping[str, Any] | None = None) -> tuple[str, ...]:
         return tuple(self.label_set(task_args).labels)
@@ -242,7 +246,7 @@ MEDREQAL = Study(
     task="medreqal",
     title="MedREQAL (Vladika et al. 2024)",
     version="2.0.0",
-    fingerprint_recorded="66d10ae343cc01e6",
+    fingerprint_recorded="8a662a9d557ac817",
     module="med_evals.tasks.medreqal",
     datasets=("medreqal",),
     expected_rows=2786,
@@ -255,7 +259,7 @@ HEALTHFC = Study(
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
     version="2.0.0",
-    fingerprint_recorded="d1751348c2b77bb1",
+    fingerprint_recorded="5b383ee38ab6b679",
     module="med_evals.tasks.healthfc",
     datasets=("healthfc",),
     expected_rows=750,

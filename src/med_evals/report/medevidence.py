@@ -21,7 +21,7 @@ from med_evals.report.tables import (
     ordered_conditions,
     paired_table,
 )
-from med_evals.scorers.effect import LABEL_SETS, effect_metrics
+from med_evals.scorers.effect import effect_metrics
 from med_evals.scorers.headline import metric_values
 from med_evals.studies import Study
 
@@ -84,7 +84,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
 def _other_rows(study: Study, groups: Sequence[Group]) -> list[dict[str, Any]]:
     rows = []
     for g in groups:
-        scheme = next(k for k, v in LABEL_SETS.items() if v == study.label_set(g.task_args))
+        scheme = study.label_set_name(g.task_args)
         for run in g.runs:
             conds = sorted({str(v.get("condition") or "") for v in run.values.values()})
             by_cond: dict[str, dict[str, float]] = {}

@@ -25,9 +25,6 @@ from med_evals.studies import NON_SETUP_ARGS, Study
 REPLAY_PREFIX = "replay/"
 #: The replay provider's model name for a record that did not name its model.
 REPLAY_PLACEHOLDER = "replay"
-#: Task arguments that never distinguish runs: where the data was read from (its checksum is
-#: compared instead).
-NOT_DISTINGUISHING = NON_SETUP_ARGS  # the same per-sample values either way
 
 
 class ReportError(ValueError):
@@ -97,7 +94,7 @@ def _arg_text(value: Any) -> str:
 
 def label_args(study: Study, run: Run) -> dict[str, str]:
     """The task arguments that may distinguish this run from another of its study."""
-    skip = set(NOT_DISTINGUISHING)
+    skip = set(NON_SETUP_ARGS)  # the same per-sample values either way
     if study.conditions_attr:  # conditions are a per-sample dimension, shown in their own column
         skip.add("condition")
     return {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}

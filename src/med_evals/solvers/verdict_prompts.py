@@ -1,4 +1,4 @@
-"""MedREQAL's prompts (Vladika et al. 2024, Table 7), verbatim, and the solver that sends them.
+"""MedREQAL's prompts (Vladika et al. 2024, Table 7), verbatim, rendered into each sample's input.
 
 Three variants, one per model family of the paper:
 
@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
-from inspect_ai.solver import Generate, Solver, TaskState, solver
 
 CHAT_SYSTEM = (
     "You are an AI assistant helping answer clinical and medical questions based on your best "
@@ -123,24 +122,3 @@ def prompted_samples(
             )
         )
     return out
-
-
-@solver
-def verdict_prompt(prompt: str = "chat", evidence: bool = False) -> Solver:
-    """Replace the sample's messages with the Table 7 prompt for its question (for tasks whose
-    samples hold the question; the MedREQAL and HealthFC tasks use :func:`prompted_samples`).
-
-    The question is the sample's input (a ``question`` metadata field, where a sample has one,
-    comes first); with ``evidence``, the evidence is the metadata field ``evidence``.
-    """
-    check_variant(prompt)
-
-    async def solve(state: TaskState, generate: Generate) -> TaskState:
-        question = state.metadata.get("question") or state.input_text
-        ev = str(state.metadata.get("evidence") or "") if evidence else None
-        if evidence and not ev:
-            raise ValueError(f"sample {state.sample_id}: no evidence text for the evidence option")
-        state.messages = list(prompt_messages(prompt, str(question), ev))
-        return state
-
-    return solve
