@@ -179,7 +179,9 @@ class EmbeddedAPI(ModelAPI):
         """Replies to requests of one batch key (called on the model thread)."""
         runtime = load_runtime(self.gguf, self.runtime_name, self.threads, self.dtype)
         self.progress.batch_started(len(requests), waiting)
-        gens = runtime.generate(requests, self.progress.step)
+        # no per-token hook when progress lines are off (the default under a terminal)
+        on_step = self.progress.step if self.progress.interval > 0 else None
+        gens = runtime.generate(requests, on_step)
         self.progress.batch_done(gens)
         return gens
 

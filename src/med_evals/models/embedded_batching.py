@@ -13,7 +13,6 @@ import asyncio
 import concurrent.futures
 import functools
 import sys
-import threading
 import time
 from collections.abc import Callable
 
@@ -38,13 +37,12 @@ class Progress:
         self.started = self.last = time.monotonic()
         self.done = self.tokens = self.waiting = 0
         self.rows = 0
-        self.lock = threading.Lock()
 
+    # all calls come from the one model thread (generate_batch and the decoding loop)
     def batch_started(self, rows: int, waiting: int) -> None:
-        with self.lock:
-            if not self.done and not self.rows:  # the first batch: count time from here
-                self.started = self.last = time.monotonic()
-            self.rows, self.waiting = rows, waiting
+        if not self.done and not self.rows:  # the first batch: count time from here
+            self.started = self.last = time.monotonic()
+        self.rows, self.waiting = rows, waiting
 
     def step(self, generated: int) -> None:
         if self.interval <= 0 or time.monotonic() - self.last < self.interval:
@@ -52,10 +50,9 @@ class Progress:
         self.emit(f"{self.rows} in progress at token {generated:,}")
 
     def batch_done(self, gens: list[Generation]) -> None:
-        with self.lock:
-            self.done += len(gens)
-            self.tokens += sum(g.output_tokens for g in gens)
-            self.rows = 0
+        self.done += len(gens)
+        self.tokens += sum(g.output_tokens for g in gens)
+        self.rows = 0
         if self.interval > 0 and time.monotonic() - self.last >= self.interval:
             self.emit("")
 

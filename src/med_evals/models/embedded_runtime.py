@@ -14,7 +14,6 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -47,20 +46,6 @@ class Generation:
     stop_reason: Literal["stop", "max_tokens"]
 
 
-@contextmanager
-def _offline():  # noqa: ANN202
-    saved = {k: os.environ.get(k) for k in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
-    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def _size_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
@@ -80,8 +65,6 @@ class TransformersRuntime:
     """transformers + torch on the GGUF de-quantised to float32 (converted once, cached), run in
     ``dtype``; several requests are decoded together, left-padded, in one ``generate`` call."""
 
-    batched = True
-
     def __init__(self, gguf: Path, threads: int | None, dtype: str) -> None:
         if "torch" not in sys.modules:
             # OpenMP's idle threads sleep instead of spinning: on a few shared cores (Inspect's
@@ -97,11 +80,13 @@ class TransformersRuntime:
         tag = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
         cached = cache_dir() / "embedded" / f"{gguf.stem}-{tag.hexdigest()[:12]}"
         auto_tok, auto_lm = transformers.AutoTokenizer, transformers.AutoModelForCausalLM
-        with _offline():
-            if not (cached / "config.json").is_file():
-                self._convert(gguf, cached, auto_tok, auto_lm)
-            self.tokenizer = auto_tok.from_pretrained(cached)
-            self.model = auto_lm.from_pretrained(cached, dtype=getattr(torch, dtype))
+        # local files only: the weights ship in a package, and a run must never reach the Hub
+        if not (cached / "config.json").is_file():
+            self._convert(gguf, cached, auto_tok, auto_lm)
+        self.tokenizer = auto_tok.from_pretrained(cached, local_files_only=True)
+        self.model = auto_lm.from_pretrained(
+            cached, dtype=getattr(torch, dtype), local_files_only=True
+        )
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         self.eos = set(eos if isinstance(eos, list) else [eos])
@@ -114,7 +99,7 @@ class TransformersRuntime:
     def _convert(gguf: Path, cached: Path, auto_tok: Any, auto_lm: Any) -> None:
         import torch
 
-        kw = {"gguf_file": gguf.name}
+        kw = {"gguf_file": gguf.name, "local_files_only": True}
         tokenizer = auto_tok.from_pretrained(gguf.parent, **kw)
         model = auto_lm.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
         tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
@@ -193,19 +178,18 @@ class _OnStep:
     """A stopping criterion that never stops: it reports progress after each decoding step."""
 
     def __init__(self, callback: StepCallback, width: int) -> None:
-        self.callback, self.width = callback, width
-
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         import torch
 
+        self.callback, self.width, self.torch = callback, width, torch
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
         self.callback(input_ids.shape[1] - self.width)
+        torch = self.torch
         return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
 
 
 class LlamaCppRuntime:
     """llama-cpp-python on the quantised GGUF; the chat template comes from its metadata."""
-
-    batched = False
 
     def __init__(self, gguf: Path, threads: int | None, dtype: str) -> None:
         try:
