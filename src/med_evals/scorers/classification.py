@@ -97,11 +97,20 @@ def encode(
     return g, p
 
 
+def _accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
+    return float(accuracy_score(g, p)) if len(g) else math.nan
+
+
+def _macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
+    """Macro-F1 over codes ``0 .. n_labels - 1`` (``zero_division=0``; NaN for no samples)."""
+    if not len(g):
+        return math.nan
+    return float(f1_score(g, p, labels=list(range(n_labels)), average="macro", zero_division=0))
+
+
 def accuracy_score_of(gold: Sequence[str], pred: Sequence[str]) -> float:
     """scikit-learn's accuracy of ``pred`` against ``gold`` (NaN for no samples)."""
-    if not len(gold):
-        return math.nan
-    return float(accuracy_score(*encode(gold, pred)))
+    return _accuracy_codes(*encode(gold, pred))
 
 
 def macro_f1_score_of(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> float:
@@ -109,10 +118,7 @@ def macro_f1_score_of(gold: Sequence[str], pred: Sequence[str], labels: Sequence
 
     A prediction outside ``labels`` is a miss for its gold label and a false positive for none.
     """
-    if not len(gold):
-        return math.nan
-    g, p = encode(gold, pred, labels)
-    return float(f1_score(g, p, labels=list(range(len(labels))), average="macro", zero_division=0))
+    return _macro_f1_codes(*encode(gold, pred, labels), len(labels))
 
 
 def accuracy_by_group(
@@ -188,16 +194,12 @@ def label_codes(
 
 def accuracy_of(values: Sequence[Value], valid_only: bool) -> float:
     """:func:`accuracy_score_of` over all values or the valid ones."""
-    g, p = label_codes(values, (), valid_only)
-    return float(accuracy_score(g, p)) if len(g) else math.nan
+    return _accuracy_codes(*label_codes(values, (), valid_only))
 
 
 def macro_f1_of(values: Sequence[Value], labels: Sequence[str], valid_only: bool) -> float:
     """:func:`macro_f1_score_of` over all values or the valid ones."""
-    g, p = label_codes(values, labels, valid_only)
-    if not len(g):
-        return math.nan
-    return float(f1_score(g, p, labels=list(range(len(labels))), average="macro", zero_division=0))
+    return _macro_f1_codes(*label_codes(values, labels, valid_only), len(labels))
 
 
 def valid_rate_of(values: Sequence[Value]) -> float:
@@ -240,7 +242,7 @@ def confusion_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, in
 def accuracy_all() -> Metric:
     """Accuracy over all samples; an invalid or errored reply is wrong."""
 
-    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         return per_condition(scores, lambda v: accuracy_of(v, False), "accuracy_all")
 
     return compute
@@ -250,7 +252,7 @@ def accuracy_all() -> Metric:
 def accuracy_valid() -> Metric:
     """Accuracy over samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         return per_condition(scores, lambda v: accuracy_of(v, True), "accuracy_valid")
 
     return compute
@@ -260,7 +262,7 @@ def accuracy_valid() -> Metric:
 def macro_f1_all(labels: list[str]) -> Metric:
     """Macro-F1 over ``labels``, all samples (invalid replies are misses)."""
 
-    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         return per_condition(scores, lambda v: macro_f1_of(v, labels, False), "macro_f1_all")
 
     return compute
@@ -270,7 +272,7 @@ def macro_f1_all(labels: list[str]) -> Metric:
 def macro_f1_valid(labels: list[str]) -> Metric:
     """Macro-F1 over ``labels``, samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         return per_condition(scores, lambda v: macro_f1_of(v, labels, True), "macro_f1_valid")
 
     return compute
@@ -280,7 +282,7 @@ def macro_f1_valid(labels: list[str]) -> Metric:
 def valid_rate() -> Metric:
     """Share of all samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         return per_condition(scores, valid_rate_of, "valid_rate")
 
     return compute

@@ -200,7 +200,7 @@ def lenient_view(labels: list[str]) -> Metric:
         }
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, fn, "lenient_view")  # type: ignore[return-value]
+        return per_condition(scores, fn, "lenient_view")
 
     return compute
 
@@ -214,7 +214,7 @@ def confusion_lenient(labels: list[str]) -> Metric:
             counts = confusion_of(lenient_values(values, labels), labels)
             return {f"{k}_lenient": n for k, n in counts.items()}
 
-        return per_condition(scores, fn, "confusion_lenient")  # type: ignore[return-value]
+        return per_condition(scores, fn, "confusion_lenient")
 
     return compute
 
@@ -233,7 +233,7 @@ def accuracy_by_gold() -> Metric:
         return out
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, fn, "accuracy_by_gold")  # type: ignore[return-value]
+        return per_condition(scores, fn, "accuracy_by_gold")
 
     return compute
 

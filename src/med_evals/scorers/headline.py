@@ -29,9 +29,7 @@ def headline(task: str, label_set: str | None = None) -> Metric:
     args = {study.label_arg: label_set} if study.label_arg and label_set else {}
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        out = per_condition(scores, lambda v: study.headline_values(v, args), "headline")
-        assert isinstance(out, dict)
-        return out
+        return per_condition(scores, lambda v: study.headline_values(v, args), "headline")
 
     return compute
 

@@ -127,7 +127,7 @@ def _summary(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:
     """A metric applying ``fn`` to each condition's summary."""
 
-    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
         return per_condition(scores, lambda values: fn(_summary(values)), name)
 
     return compute
