@@ -73,15 +73,12 @@ def prompts(n: int) -> list[list[ChatMessageSystem | ChatMessageUser]]:
 
 def fixture_prompts() -> list[list[ChatMessageSystem | ChatMessageUser]]:
     """The model input of every shipped fixture sample (the tasks' own prompt code)."""
-    from med_evals.solvers.verdict_prompts import render
+    from med_evals.solvers.verdict_prompts import prompt_messages
     from med_evals.tasks import healthfc, medevidence, medreqal, oncology_rct
-
-    def chat(system: str | None, user: str) -> list[ChatMessageSystem | ChatMessageUser]:
-        return [ChatMessageSystem(content=system)] * bool(system) + [ChatMessageUser(content=user)]
 
     trials = oncology_rct.read_trials(FIXTURES / "oncology_trials_fixture.csv")
     out = [
-        chat(ONCOLOGY_SYSTEM_PROMPT, str(s.input))
+        [ChatMessageSystem(content=ONCOLOGY_SYSTEM_PROMPT), ChatMessageUser(content=str(s.input))]
         for s in oncology_rct.build_samples(trials, ["title_abstract"])
     ]
     for q in medevidence.read_questions(FIXTURES / "medevidence_fixture.jsonl"):
@@ -89,9 +86,9 @@ def fixture_prompts() -> list[list[ChatMessageSystem | ChatMessageUser]]:
             sample = medevidence.record_to_sample(q, condition, "five")
             out.append(list(sample.input))  # type: ignore[arg-type]
     for q in medreqal.read_medreqal(FIXTURES / "medreqal_fixture.csv")["question"]:
-        out.append(chat(*render("chat", q)))
+        out.append(prompt_messages("chat", q))
     for q in healthfc.read_healthfc(FIXTURES / "healthfc_fixture.csv")["en_claim"]:
-        out.append(chat(*render("chat", q)))
+        out.append(prompt_messages("chat", q))
     return out
 
 

@@ -44,8 +44,6 @@ from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import (
-    ChatMessageSystem,
-    ChatMessageUser,
     ModelOutput,
     ModelUsage,
     get_model,
@@ -53,7 +51,6 @@ from inspect_ai.model import (
 from inspect_ai.scorer import includes
 from inspect_ai.solver import generate
 
-from med_evals.solvers.verdict_prompts import render
 from med_evals.tasks.healthfc import healthfc
 from med_evals.tasks.medreqal import medreqal
 
@@ -95,12 +92,9 @@ def task_factory(study: str, tmp: Path, data_dir: str | None) -> Callable[[int],
 
 
 def bare_task(task: Task) -> Task:
-    """Same prompts (the messages the task's prompt solver builds), generate + a trivial scorer."""
-    samples = []
-    for s in task.dataset:
-        system, user = render("chat", str(s.input))  # the question
-        messages = [ChatMessageSystem(content=system), ChatMessageUser(content=user)]
-        samples.append(Sample(id=s.id, input=messages, target=s.target))
+    """The same messages (each sample's input: the Table 7 prompt, rendered when the task is
+    built), generate + a trivial scorer."""
+    samples = [Sample(id=s.id, input=s.input, target=s.target) for s in task.dataset]
     return Task(dataset=MemoryDataset(samples, name="bare"), solver=generate(), scorer=includes())
 
 
