@@ -103,9 +103,8 @@ def test_source_hf_loads_the_copy(tmp_path, manifest) -> None:
     task = medreqal(source="hf", bertscore=False)
     assert len(task.dataset) == 12
     first = task.dataset[0]
-    assert (
-        first.target == "SUPPORTED" and first.metadata["category"] == "cognitive and mental health"
-    )
+    assert first.target == "SUPPORTED"
+    assert first.metadata["reference"]["category"] == "cognitive and mental health"
     assert task.metadata["data"]["repository"].endswith("hf")
     # exported once; the second load reads the cached CSV
     assert hf_copy("medreqal")[0] == path

@@ -34,8 +34,8 @@ def test_read_fixture_and_record_to_sample() -> None:
     assert sample.id == "healthfc-3"
     assert sample.input == "Do magnetic bracelets relieve arthritis pain?"
     assert sample.target == R
-    assert sample.metadata["reference"].startswith("Well-conducted trials")
-    assert sample.metadata["evidence"].startswith("In blinded trials")
+    assert sample.metadata["reference"]["text"].startswith("Well-conducted trials")
+    assert sample.metadata["reference"]["evidence"].startswith("In blinded trials")
 
 
 def _rewrite(tmp_path: Path, column: str, row: int, value: str) -> Path:
@@ -159,10 +159,10 @@ def test_shared_copy_loads_all_750_claims() -> None:
     counts = {label: sum(s.target == label for s in samples) for label in (S, N, R)}
     assert counts == {S: 202, N: 423, R: 125}
     # the evidence sentences travel with the samples only when the prompt uses them
-    assert not any("evidence" in s.metadata for s in samples)
+    assert not any("evidence" in s.metadata["reference"] for s in samples)
     with_evidence = healthfc(data_dir=str(SHARED), evidence=True).dataset
-    assert all(s.metadata["evidence"] for s in with_evidence)
-    assert sum(not s.metadata["reference"] for s in samples) == 9  # no English explanation
+    assert all(s.metadata["reference"]["evidence"] for s in with_evidence)
+    assert sum(not s.metadata["reference"]["text"] for s in samples) == 9  # no English explanation
     meta = task.metadata
     assert meta["data"]["origin"] == "local"
     assert meta["data"]["sha256"].startswith("6b832bd2")

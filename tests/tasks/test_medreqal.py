@@ -50,9 +50,10 @@ def test_record_to_sample() -> None:
     assert sample.id == "medreqal-2"
     assert sample.input == row["question"]
     assert sample.target == R
-    assert sample.metadata["reference"].startswith("Regular vitamin C supplementation")
-    assert sample.metadata["category"] == "immune system and infections"
-    assert sample.metadata["strength"] == "HIGH"
+    record = sample.metadata["reference"]
+    assert record["text"].startswith("Regular vitamin C supplementation")
+    assert record["category"] == "immune system and infections"
+    assert record["strength"] == "HIGH"
 
 
 def _rewrite(tmp_path: Path, edit) -> Path:

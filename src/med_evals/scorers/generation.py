@@ -21,6 +21,7 @@ from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
 
 from med_evals.batching import loop_batcher
+from med_evals.reference import reference_text
 from med_evals.scorers.bertscore import (
     BertScoreBatcher,
     BertScoreConfig,
@@ -150,12 +151,13 @@ def generation(
     bertscore_batch_size: int = 64,
     bertscore: bool = True,
 ) -> Scorer:
-    """ROUGE-L and BERTScore (P, R, F1) of the reply against ``state.metadata[reference_key]``.
+    """ROUGE-L and BERTScore (P, R, F1) of the reply against the sample's reference text.
 
     A sample with no reference text gets ``None`` scores and is left out of the means.
 
     Args:
-        reference_key: Sample metadata field holding the reference text.
+        reference_key: Sample metadata field holding the reference text: a string, or a
+            record whose ``text`` it is (:mod:`med_evals.reference`).
         bertscore_model: Hugging Face model id or path; default: the packaged MiniLM encoder.
         bertscore_layers: Layer whose embeddings are compared; default 6 for the packaged
             encoder, ``bert-score``'s tuned layer for other models.
@@ -173,7 +175,7 @@ def generation(
 
     async def score(state: TaskState, target: Target) -> Score:
         reply = _reply(state)
-        reference = str(state.metadata.get(reference_key) or "")
+        reference = reference_text(state.metadata, reference_key)
         if not reference.strip():
             # nothing to compare with (9 HealthFC claims have no explanation): no score, and
             # the means are taken over the samples that have a reference

@@ -21,6 +21,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from scipy.stats import binomtest
 
+from med_evals.reference import reference_text
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.stats import proportion_with_intervals
 
@@ -298,7 +299,8 @@ def conclusion_agreement(
     sent to the grader: it scores ``NO_REPLY`` / ``NO_REFERENCE``, counted apart.
 
     Args:
-        reference_field: Sample metadata key of the reference conclusion.
+        reference_field: Sample metadata key of the reference conclusion: a string, or a
+            record whose ``text`` it is (:mod:`med_evals.reference`).
         question_field: Sample metadata key of the question (the input text if absent).
         attempts: Judge calls at most per sample before a judge failure.
     """
@@ -307,7 +309,7 @@ def conclusion_agreement(
     async def score(state: TaskState, target: Target) -> Score:
         question = state.metadata.get(question_field) or state.input_text
         reply = "" if state.metadata.get(GENERATE_ERROR) else (state.output.completion or "")
-        reference = str(state.metadata.get(reference_field) or "")
+        reference = reference_text(state.metadata, reference_field)
         missing = NO_REPLY if not reply.strip() else NO_REFERENCE if not reference.strip() else None
         if missing:
             return Score(value={"agreement": missing}, answer=missing, explanation="not judged")

@@ -28,6 +28,7 @@ from typing import cast
 from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
+from med_evals.reference import reference_fields
 from med_evals.scorers.classification import accuracy_valid, macro_f1_valid
 from med_evals.scorers.generation import (
     NO_SCORES,
@@ -186,8 +187,9 @@ def verdict(
     """Score a reply: its S/R/NEI label, and optionally its explanation and evidence mentions.
 
     ``Score.value`` holds what the metrics need and what must survive epoch reduction:
-    ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample has
-    them, ``category`` and ``strength``. ``answer`` is the parsed label; ``explanation`` the reply.
+    ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample's
+    reference record has them (:mod:`med_evals.reference`), ``category`` and ``strength``.
+    ``answer`` is the parsed label; ``explanation`` the reply.
     With ``reference_key`` the value also holds the :func:`~med_evals.scorers.generation.generation`
     scores of the reply against that metadata field (``rouge_l``, ``bertscore_f1``,
     ``bertscore_precision``, ``bertscore_recall``); with ``mentions``, Table 5's flags
@@ -198,8 +200,8 @@ def verdict(
     generation score (``reference_key`` unset, or no sample with a reference).
 
     Args:
-        reference_key: Sample metadata field holding the reference text for ROUGE-L and
-            BERTScore; None: the label only (no generation scores).
+        reference_key: Sample metadata field holding the reference text (or its record) for
+            ROUGE-L and BERTScore; None: the label only (no generation scores).
         bertscore_model: BERTScore encoder (see :func:`~med_evals.scorers.generation.generation`).
         bertscore_layers: Encoder layer compared by BERTScore.
         bertscore_rescale: Rescale BERTScore with ``bert-score``'s baseline.
@@ -230,9 +232,10 @@ def verdict(
             "target": target_label(target),
             "valid": VERDICT.is_label(prediction),
         }
+        record = reference_fields(state.metadata)
         for key in ("category", "strength"):
-            if state.metadata.get(key):
-                value[key] = str(state.metadata[key])
+            if record.get(key):
+                value[key] = str(record[key])
         # constant settings (parser, encoder) are in the task's metadata, not on every sample
         metadata = None
         if text_score is not None and prediction == ERROR:

@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 
+from med_evals.reference import reference_fields
+
 CHAT_SYSTEM = (
     "You are an AI assistant helping answer clinical and medical questions based on your best "
     "knowledge."
@@ -99,8 +101,9 @@ def prompted_samples(
 ) -> list[Sample]:
     """The samples with the Table 7 messages for their question as their input.
 
-    The question is each sample's input; with ``evidence``, the evidence is its metadata field
-    ``evidence`` (a sample without one is an error). Rendering the messages once, when the
+    The question is each sample's input; with ``evidence``, the evidence is the field
+    ``evidence`` of its reference record (:mod:`med_evals.reference`; a sample without one is
+    an error). Rendering the messages once, when the
     dataset is built, gives each sample the input a plain Inspect task over these messages
     would have: no prompt solver, whose span, state event and state diff (it replaces the
     messages) Inspect would otherwise record for every sample (docs/performance.md).
@@ -111,7 +114,7 @@ def prompted_samples(
     for s in samples:
         question = str(s.input)
         metadata = dict(s.metadata or {})
-        ev = str(metadata.get("evidence") or "") if evidence else None
+        ev = str(reference_fields(metadata).get("evidence") or "") if evidence else None
         if evidence and not ev:
             raise ValueError(f"sample {s.id}: no evidence text for the evidence option")
         if keep_question:

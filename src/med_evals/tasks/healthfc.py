@@ -21,6 +21,7 @@ from inspect_ai.dataset import Sample
 
 from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
+from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES
 from med_evals.solvers.verdict_prompts import check_variant
@@ -56,13 +57,14 @@ def read_healthfc(path: Path) -> pd.DataFrame:
 def record_to_sample(row: dict[str, Any], index: int, evidence: bool = True) -> Sample:
     """One claim (a question, in HealthFC's English version).
 
-    The claim is the input (not repeated in the metadata); the evidence sentences are in the
-    metadata only when the prompt uses them (``evidence``): Inspect copies and shortens every
-    metadata string several times per sample.
+    The claim is the input (not repeated in the metadata). The explanation, the URL and, only
+    when the prompt uses them (``evidence``), the evidence sentences are one reference record
+    (:mod:`med_evals.reference`): Inspect copies the metadata several times per sample.
     """
-    metadata = {"reference": row["en_explanation"], "url": row.get("url", "")}
+    fields = {"url": row.get("url", "")}
     if evidence:
-        metadata["evidence"] = row["en_top_sentences"]
+        fields["evidence"] = row["en_top_sentences"]
+    metadata = reference_record(row["en_explanation"], **fields)
     return Sample(
         id=f"healthfc-{index + 1}", input=row["en_claim"], target=row["gold"], metadata=metadata
     )

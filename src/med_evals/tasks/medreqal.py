@@ -35,6 +35,7 @@ from med_evals.params import (
     Text,
     check_params,
 )
+from med_evals.reference import REFERENCE, reference_record, reference_text
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
@@ -118,16 +119,17 @@ def read_medreqal(path: Path) -> pd.DataFrame:
 
 def record_to_sample(row: dict[str, Any], index: int) -> Sample:
     """One MedREQAL question: the model sees only the question (the input; not repeated in the
-    metadata, which Inspect copies and shortens several times per sample)."""
+    metadata, which Inspect copies and shortens several times per sample). The review's
+    conclusion, category and strength are one reference record (:mod:`med_evals.reference`)."""
     return Sample(
         id=f"medreqal-{index + 1}",
         input=row["question"],
         target=row["gold"],
-        metadata={
-            "reference": row["conclusion"],
-            "category": row.get("category", ""),
-            "strength": str(row.get("strength", "")).upper(),
-        },
+        metadata=reference_record(
+            row["conclusion"],
+            category=row.get("category", ""),
+            strength=str(row.get("strength", "")).upper(),
+        ),
     )
 
 
@@ -143,13 +145,13 @@ def scorers(
     ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set, then optionally
     the LLM judge of agreement with the reference (``--model-role grader=...``)."""
     label_scorer = verdict(
-            reference_key=reference if generation_scoring else None,
-            bertscore_model=bertscore.model,
-            bertscore_layers=bertscore.num_layers,
-            bertscore_rescale=bertscore.rescale_with_baseline,
-            bertscore_batch_size=bertscore.batch_size,
-            bertscore=use_bertscore,
-        )
+        reference_key=reference if generation_scoring else None,
+        bertscore_model=bertscore.model,
+        bertscore_layers=bertscore.num_layers,
+        bertscore_rescale=bertscore.rescale_with_baseline,
+        bertscore_batch_size=bertscore.batch_size,
+        bertscore=use_bertscore,
+    )
     out = [with_metrics(label_scorer, verdict_metrics(full=metrics == "full"))]
     if judge:
         out.append(conclusion_agreement(reference_field=reference))
@@ -317,7 +319,7 @@ def verdict_task(
     return Task(
         dataset=MemoryDataset(prompted, name=dataset, location=str(path)),
         solver=generate_or_record_error(),
-        scorer=scorers("reference", generation_scoring, bert_cfg, bertscore, judge, metrics),
+        scorer=scorers(REFERENCE, generation_scoring, bert_cfg, bertscore, judge, metrics),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
         version=spec(dataset).version,
@@ -328,7 +330,7 @@ def verdict_task(
             "prompt_models_in_paper": PAPER_MODELS[prompt],
             "label_parser": "parse_verdict",
             "samples_without_reference": [
-                s.id for s in samples if not str((s.metadata or {})["reference"]).strip()
+                s.id for s in samples if not reference_text(s.metadata).strip()
             ],
             **(
                 bert_cfg.describe()
