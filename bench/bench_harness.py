@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import os
 import random
 import statistics
@@ -103,7 +104,11 @@ LAST_CPU = [0.0]
 
 
 def timed(task: Task, model, log_dir: Path, **kw) -> float:
-    """Wall seconds of one run (its CPU seconds in ``LAST_CPU[0]``)."""
+    """Wall seconds of one run (its CPU seconds in ``LAST_CPU[0]``).
+
+    The previous run's garbage is collected first, so that no run pays for another's.
+    """
+    gc.collect()
     start, cpu = time.perf_counter(), time.process_time()
     [log] = inspect_eval(task, model=model, log_dir=str(log_dir), display="none", **kw)
     elapsed = time.perf_counter() - start
