@@ -5,13 +5,12 @@ from __future__ import annotations
 import asyncio
 
 from inspect_ai.log import EvalSampleSummary
-from inspect_ai.model import ChatMessageUser, ModelOutput
 from inspect_ai.scorer import Target
-from inspect_ai.solver import TaskState
 
 from med_evals.reference import reference_fields, reference_record, reference_text
 from med_evals.scorers.generation import rouge_l
 from med_evals.scorers.verdict import REFUTED, verdict
+from tests.scorers.test_verdict_scorer import state
 
 CONCLUSION = "Exercise probably reduces pain a little in adults with knee osteoarthritis. " * 6
 
@@ -29,16 +28,8 @@ def test_record_and_flat_metadata_read_alike() -> None:
 
 def test_the_verdict_scorer_reads_the_record() -> None:
     reply = "LABEL: REFUTED\nExercise did not reduce pain."
-    state = TaskState(
-        model="mockllm/model",
-        sample_id=1,
-        epoch=1,
-        input="q",
-        messages=[ChatMessageUser(content="q")],
-        metadata=reference_record(CONCLUSION, category="pain", strength="LOW"),
-    )
-    state.output = ModelOutput.from_content("mockllm/model", reply)
-    score = asyncio.run(verdict(reference_key="reference", bertscore=False)(state, Target("1")))
+    s = state(reply, **reference_record(CONCLUSION, category="pain", strength="LOW"))
+    score = asyncio.run(verdict(reference_key="reference", bertscore=False)(s, Target("1")))
     assert score.value["prediction"] == REFUTED
     assert (score.value["category"], score.value["strength"]) == ("pain", "LOW")
     assert score.value["rouge_l"] == rouge_l(reply, CONCLUSION) > 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 from inspect_ai.model import ChatMessageUser, ModelOutput
@@ -19,7 +20,7 @@ from med_evals.scorers.verdict import (
 )
 
 
-def state(reply: str | None, **metadata: str) -> TaskState:
+def state(reply: str | None, **metadata: Any) -> TaskState:
     s = TaskState(
         model="mockllm/model",
         sample_id=1,
