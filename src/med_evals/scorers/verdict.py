@@ -28,7 +28,7 @@ from typing import cast
 from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
-from med_evals.reference import reference_fields
+from med_evals.reference import REFERENCE, reference_fields
 from med_evals.scorers.classification import accuracy_valid, macro_f1_valid
 from med_evals.scorers.generation import (
     NO_SCORES,
@@ -188,7 +188,8 @@ def verdict(
 
     ``Score.value`` holds what the metrics need and what must survive epoch reduction:
     ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample's
-    reference record has them (:mod:`med_evals.reference`), ``category`` and ``strength``.
+    reference record (under ``reference_key``, default ``reference``; :mod:`med_evals.reference`)
+    has them, ``category`` and ``strength``.
     ``answer`` is the parsed label; ``explanation`` the reply.
     With ``reference_key`` the value also holds the :func:`~med_evals.scorers.generation.generation`
     scores of the reply against that metadata field (``rouge_l``, ``bertscore_f1``,
@@ -232,7 +233,7 @@ def verdict(
             "target": target_label(target),
             "valid": VERDICT.is_label(prediction),
         }
-        record = reference_fields(state.metadata)
+        record = reference_fields(state.metadata, reference_key or REFERENCE)
         for key in ("category", "strength"):
             if record.get(key):
                 value[key] = str(record[key])

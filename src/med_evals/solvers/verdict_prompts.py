@@ -103,10 +103,10 @@ def prompted_samples(
 
     The question is each sample's input; with ``evidence``, the evidence is the field
     ``evidence`` of its reference record (:mod:`med_evals.reference`; a sample without one is
-    an error). Rendering the messages once, when the
-    dataset is built, gives each sample the input a plain Inspect task over these messages
-    would have: no prompt solver, whose span, state event and state diff (it replaces the
-    messages) Inspect would otherwise record for every sample (docs/performance.md).
+    an error). Rendering the messages once, when the dataset is built, gives each sample the
+    input a plain Inspect task over these messages would have: no prompt solver, whose span,
+    state event and state diff (it replaces the messages) Inspect would otherwise record for
+    every sample (docs/performance.md).
     ``keep_question`` keeps the question in the metadata for a grader that reads it.
     """
     check_variant(prompt)

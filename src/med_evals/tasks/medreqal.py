@@ -134,18 +134,17 @@ def record_to_sample(row: dict[str, Any], index: int) -> Sample:
 
 
 def scorers(
-    reference: str,
     generation_scoring: bool,
     bertscore: BertScoreConfig,
     use_bertscore: bool = True,
     judge: bool = False,
     metrics: str = "full",
 ) -> list[Scorer]:
-    """The verdict scorer (label; ROUGE-L/BERTScore against ``reference`` unless
-    ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set, then optionally
-    the LLM judge of agreement with the reference (``--model-role grader=...``)."""
+    """The verdict scorer (label; ROUGE-L/BERTScore against the sample's reference record
+    unless ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set, then
+    optionally the LLM judge of agreement with the reference (``--model-role grader=...``)."""
     label_scorer = verdict(
-        reference_key=reference if generation_scoring else None,
+        reference_key=REFERENCE if generation_scoring else None,
         bertscore_model=bertscore.model,
         bertscore_layers=bertscore.num_layers,
         bertscore_rescale=bertscore.rescale_with_baseline,
@@ -154,7 +153,7 @@ def scorers(
     )
     out = [with_metrics(label_scorer, verdict_metrics(full=metrics == "full"))]
     if judge:
-        out.append(conclusion_agreement(reference_field=reference))
+        out.append(conclusion_agreement(reference_field=REFERENCE))
     return out
 
 
@@ -319,7 +318,7 @@ def verdict_task(
     return Task(
         dataset=MemoryDataset(prompted, name=dataset, location=str(path)),
         solver=generate_or_record_error(),
-        scorer=scorers(REFERENCE, generation_scoring, bert_cfg, bertscore, judge, metrics),
+        scorer=scorers(generation_scoring, bert_cfg, bertscore, judge, metrics),
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
         version=spec(dataset).version,
