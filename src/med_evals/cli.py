@@ -260,7 +260,28 @@ def main(argv: list[str] | None = None) -> int:
     add_builder_commands(sub)
 
     args = parser.parse_args(argv)
-    return args.func(args)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run a command: a :class:`CommandError` or bad input is one line on stderr with its exit
+    code (:mod:`med_evals.exit_codes`), never a traceback."""
+    from med_evals._compat import InputError
+    from med_evals.exit_codes import USAGE, CommandError
+
+    name = " ".join(
+        str(v) for v in (args.command, getattr(args, "subset_command", None),
+                         getattr(args, "fetch_command", None),
+                         getattr(args, "build_command", None)) if v
+    )
+    try:
+        return int(args.func(args))
+    except CommandError as ex:
+        print(f"med-evals {name}: error: {ex}", file=sys.stderr)
+        return ex.code
+    except InputError as ex:
+        print(f"med-evals {name}: error: {ex}", file=sys.stderr)
+        return USAGE
 
 
 if __name__ == "__main__":
