@@ -3,14 +3,16 @@
 It serves invented Cochrane records, answers GET and POST, pages esearch by ``retstart`` and
 ``retmax``, filters by ``mindate``/``maxdate``, and can fail on purpose: ``fail_429`` answers the
 next N requests with HTTP 429 (``Retry-After: 0``), ``broken_after`` answers every efetch after
-the first N with HTTP 500 (an outage that outlasts the client's retries). Test code only: it is
-not part of the package.
+the first N with HTTP 500 (an outage that outlasts the client's retries), and ``faults`` lists
+broken answers to give, one per request, before answering properly (see :data:`FAULTS`). Test
+code only: it is not part of the package.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +29,14 @@ NlmCategory="CONCLUSIONS">Invented intervention {pmid} may help.</AbstractText><
 </Article></MedlineCitation></PubmedArticle>"""
 
 
+#: Broken answers ``faults`` can give: a 200 with an HTML page, an empty 200, XML cut off in
+#: the middle, a reply missing one of the records asked for; a line that is not an HTTP status
+#: line, a body shorter than its Content-Length, a connection closed without a reply, and no
+#: answer for ``hang_s`` seconds.
+FAULTS = ("html", "empty", "truncated", "missing", "badstatus", "short", "reset", "hang")
+HTML = b"<!DOCTYPE html><html><body><h1>Service unavailable</h1>Try again later.</body></html>"
+
+
 @dataclass
 class FakeEUtils:
     """Records: PMID -> ISO publication date."""
@@ -36,6 +46,9 @@ class FakeEUtils:
     broken_after: int | None = None
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     efetch_ok: int = 0
+    #: (endpoint or "", fault) pairs given in order, one per matching request ("" any endpoint)
+    faults: list[tuple[str, str]] = field(default_factory=list)
+    hang_s: float = 1.0
 
     def __post_init__(self) -> None:
         fake = self
@@ -55,13 +68,40 @@ class FakeEUtils:
                 self._answer(url.path, dict(urllib.parse.parse_qsl(body)))
 
             def _answer(self, path: str, params: dict[str, str]) -> None:
-                status, headers, body = fake.handle(path.rsplit("/", 1)[-1], params)
+                endpoint = path.rsplit("/", 1)[-1]
+                fault = fake.next_fault(endpoint)
+                if fault in ("badstatus", "short", "reset", "hang"):
+                    fake.requests.append((endpoint, params))
+                    self._broken(fault)
+                    return
+                status, headers, body = fake.handle(endpoint, params)
+                if fault == "html":
+                    headers, body = {"Content-Type": "text/html"}, HTML
+                elif fault == "empty":
+                    body = b""
+                elif fault == "truncated":
+                    body = body[: len(body) // 2]
+                elif fault == "missing":
+                    start = body.find(b"<PubmedArticle>")
+                    end = body.find(b"</PubmedArticle>") + len(b"</PubmedArticle>")
+                    body = body[:start] + body[end:]
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _broken(self, fault: str) -> None:
+                if fault == "badstatus":
+                    self.wfile.write(b"garbage instead of a status line\r\n\r\n")
+                elif fault == "short":
+                    self.wfile.write(
+                        b"HTTP/1.0 200 OK\r\nContent-Length: 1000\r\n\r\n<PubmedArticleSet>"
+                    )
+                elif fault == "hang":
+                    time.sleep(fake.hang_s)
+                self.close_connection = True  # "reset": closed without a word
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -78,6 +118,13 @@ class FakeEUtils:
     def __exit__(self, *exc) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+    def next_fault(self, endpoint: str) -> str | None:
+        for i, (where, fault) in enumerate(self.faults):
+            if where in ("", endpoint):
+                del self.faults[i]
+                return fault
+        return None
 
     def count(self, endpoint: str) -> int:
         return sum(1 for e, _ in self.requests if e == endpoint)

@@ -170,5 +170,107 @@ def test_cli_fetch(tmp_path, capsys) -> None:
                 str(tmp_path),
             ]
         )
-        == 1
+        == 2  # a bad date is a usage error (exit_codes.py)
     )
+
+
+def test_invalid_batches_are_retried_and_never_written(tmp_path) -> None:
+    """An HTML page, an empty body, truncated XML or a reply missing a record is retried like a
+    5xx; only a batch that parses and holds every PMID asked for is written."""
+    said: list[str] = []
+    faults = [("efetch.fcgi", f) for f in ("html", "empty", "truncated", "missing")]
+    with FakeEUtils(dict(RECORDS), faults=faults) as fake:
+        summary = fetch_cochrane(
+            "2018-01-01",
+            "2024-12-31",
+            tmp_path,
+            client=client(fake, echo=said.append),
+            batch_size=4,
+            progress=False,
+        )
+    assert fake.count("efetch.fcgi") == 2 + 4  # two batches, four broken answers retried
+    assert summary["fetched"] == 2 and xml_ids(tmp_path) == sorted(set(RECORDS) - {"39999999"})
+    problems = " ".join(said)
+    assert "invalid reply: not well-formed XML" in problems  # the HTML page
+    assert "invalid reply: empty body" in problems
+    assert "invalid reply: 3 records for the 4 PMIDs asked for, missing PMIDs 40000000" in problems
+    assert all("attempt" in line and "retrying in" in line for line in said)
+
+
+def test_network_faults_are_retried_and_announced(tmp_path) -> None:
+    """A line that is not HTTP, a short body, a reset connection and a server that does not
+    answer are retried like a 5xx (no traceback), each retry and each long wait said aloud."""
+    said: list[str] = []
+    faults = [("esearch.fcgi", "hang"), ("esearch.fcgi", "badstatus")]
+    faults += [("efetch.fcgi", f) for f in ("short", "reset")]
+    with FakeEUtils(dict(RECORDS), faults=faults, hang_s=1.5) as fake:
+        c = client(fake, echo=said.append, timeout=0.6)
+        c.patience = 0.2
+        summary = fetch_cochrane("2018-01-01", "2024-12-31", tmp_path, client=c, progress=False)
+    assert summary["pmids"] == 7 and len(xml_ids(tmp_path)) == 7
+    text = "\n".join(said)
+    assert "waiting for esearch... attempt 1/6, 0.6 s timeout" in text
+    assert "esearch: no answer (timed out) (attempt 1/6)" in text
+    assert "esearch: not an HTTP reply" in text and "(attempt 2/6)" in text
+    assert "efetch: reply cut short" in text
+    assert "efetch: RemoteDisconnected" in text or "efetch: not an HTTP reply" in text
+
+
+def test_a_batch_that_stays_invalid_is_an_error_and_not_written(tmp_path) -> None:
+    with (
+        FakeEUtils(dict(RECORDS), faults=[("efetch.fcgi", "html")] * 10) as fake,
+        pytest.raises(EUtilsError, match=r"efetch failed 3 times; last: invalid reply"),
+    ):
+        fetch_cochrane(
+            "2018-01-01",
+            "2024-12-31",
+            tmp_path,
+            client=client(fake, retries=2, echo=lambda line: None),
+            progress=False,
+        )
+    assert not list(tmp_path.glob("pubmed-*.xml")) and not list(tmp_path.glob(".*.part"))
+
+
+def test_rerun_fetches_a_bad_batch_file_again(tmp_path) -> None:
+    """A batch file left by an older version (an HTML page stored as a batch) or cut short is
+    fetched again on a rerun, and the rerun says so."""
+    with FakeEUtils(dict(RECORDS)) as fake:
+        fetch_cochrane(
+            "2018-01-01", "2024-12-31", tmp_path, client=client(fake), batch_size=4, progress=False
+        )
+        first, second = sorted(tmp_path.glob("pubmed-*.xml"))
+        first.write_bytes(b"<html><body>Service unavailable</body></html>")
+        second.write_bytes(second.read_bytes()[:-40])
+        said: list[str] = []
+        fake.requests.clear()
+        summary = fetch_cochrane(
+            "2018-01-01",
+            "2024-12-31",
+            tmp_path,
+            client=client(fake, echo=said.append),
+            batch_size=4,
+            progress=False,
+        )
+    assert fake.count("efetch.fcgi") == 2
+    assert (summary["fetched"], summary["reused"], summary["refetched"]) == (2, 0, 2)
+    assert len(xml_ids(tmp_path)) == 7
+    assert sum("fetching it again" in line for line in said) == 2
+    assert str(first) in said[0] and "root element <html>" in said[0]
+
+
+def test_cli_fetch_failure_is_one_line_exit_1(tmp_path, capsys) -> None:
+    args = ["fetch", "cochrane", "--from", "2018-01-01", "--to", "2024-12-31"]
+    with FakeEUtils(dict(RECORDS), faults=[("efetch.fcgi", "empty")] * 10) as fake:
+        rc = main(
+            [*args, "--out", str(tmp_path), "--base-url", fake.base_url, "--no-progress",
+             "--retries", "1"]
+        )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 1
+    assert err[-1].startswith("med-evals fetch cochrane: error: efetch failed 2 times; last: ")
+    assert "empty body" in err[-1] and err[-1].endswith("(rerun the same command to resume)")
+    assert [line for line in err if "error" in line] == [err[-1]]
+    assert not list(tmp_path.glob("pubmed-*.xml"))
+    # a bad date is a usage error
+    assert main([*args[:3], "2024-13-01", *args[4:], "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

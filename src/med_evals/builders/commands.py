@@ -11,6 +11,7 @@ from typing import Any
 
 def _fetch_cochrane(args: argparse.Namespace) -> int:
     from med_evals.builders.eutils import EUtilsError, fetch_cochrane
+    from med_evals.exit_codes import FAILED, USAGE, CommandError
 
     try:
         summary = fetch_cochrane(
@@ -22,13 +23,19 @@ def _fetch_cochrane(args: argparse.Namespace) -> int:
             email=args.email,
             batch_size=args.batch_size,
             progress=not args.no_progress,
+            timeout=args.timeout,
+            retries=args.retries,
         )
-    except (EUtilsError, ValueError) as ex:
-        print(f"error: {ex}\n(rerun the same command to resume)", file=sys.stderr)
-        return 1
+    except ValueError as ex:  # a bad date or range
+        raise CommandError(str(ex), USAGE) from None
+    except EUtilsError as ex:
+        raise CommandError(f"{ex} (rerun the same command to resume)", FAILED) from None
+    except OSError as ex:  # --out cannot be written
+        raise CommandError(f"cannot write under {args.out}: {ex}", USAGE) from None
+    again = f", {summary['refetched']} fetched again" if summary["refetched"] else ""
     print(
         f"{summary['pmids']} PMIDs in {summary['batches']} batches under {args.out} "
-        f"({summary['fetched']} fetched, {summary['reused']} already there)"
+        f"({summary['fetched']} fetched, {summary['reused']} already there{again})"
     )
     return 0
 
@@ -78,6 +85,12 @@ def add_builder_commands(sub: Any) -> None:
     q.add_argument("--api-key", help="NCBI API key (default $NCBI_API_KEY): 10 requests/s, not 3")
     q.add_argument("--email", help="contact address sent to NCBI with each request")
     q.add_argument("--batch-size", type=int, default=200, help="PMIDs per efetch (default 200)")
+    q.add_argument(
+        "--timeout", type=float, default=None, help="seconds to wait for each reply (default 30)"
+    )
+    q.add_argument(
+        "--retries", type=int, default=None, help="retries of a failed request (default 5)"
+    )
     q.add_argument("--no-progress", action="store_true", help="no progress bar")
     q.set_defaults(func=_fetch_cochrane)
 
