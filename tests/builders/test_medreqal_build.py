@@ -227,3 +227,40 @@ def test_failed_model_calls_are_counted_not_fatal(tmp_path) -> None:
     )
     assert result.skipped_counts()[mb.MODEL_ERROR] == 1
     assert result.rows == 4
+
+
+def test_cli_build_with_no_readable_source_is_exit_2(tmp_path, capsys) -> None:
+    """No source holds a PubMed record: one line naming each source tried and why, exit 2,
+    before any model call and without writing anything."""
+    junk = tmp_path / "page.html"
+    junk.write_text("<html><body>Access denied</body></html>", encoding="utf-8")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    notes = tmp_path / "notes.xml"
+    notes.write_text("just some notes", encoding="utf-8")
+    out = tmp_path / "out" / "b.csv"
+    rc = main(
+        ["build", "medreqal", "--source", str(junk), "--source", str(empty), "--source",
+         str(notes), "--model", "mockllm/model", "--out", str(out)]
+    )  # fmt: skip
+    captured = capsys.readouterr()
+    assert rc == 2
+    [line] = captured.err.strip().splitlines()
+    assert line.startswith("med-evals build medreqal: error: no PubMed record could be read")
+    assert f"{junk} (no PMID on the page)" in line
+    assert f"{empty}/ (no .xml, .html, .htm file in it)" in line
+    assert f"{notes} (no <PubmedArticle> and no PubMed page markup)" in line
+    assert "questions" not in captured.out and not out.parent.exists()
+
+
+def test_cli_build_with_every_record_left_out_is_exit_2(tmp_path, capsys) -> None:
+    out = tmp_path / "late.csv"
+    rc = main(
+        ["build", "medreqal", "--source", str(FIXTURES / "cochrane_efetch.xml"), "--model",
+         "mockllm/model", "--out", str(out), "--published-after", "2030-01-01"]
+    )  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert err[-1].startswith("med-evals build medreqal: error: no question built: every record")
+    assert "published on or before the cut-off" in err[-1]
+    assert mb.beside(out, "skipped.csv").is_file()  # what was left out, and why, is kept

@@ -5,7 +5,6 @@ is done by :func:`~med_evals.builders.eutils.fetch_cochrane` and
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 
@@ -41,20 +40,25 @@ def _fetch_cochrane(args: argparse.Namespace) -> int:
 
 
 def _model_args(pairs: list[str] | None) -> dict[str, Any]:
+    from med_evals.exit_codes import USAGE, CommandError
+
     out: dict[str, Any] = {}
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep:
-            raise SystemExit(f"error: -M expects key=value, not {pair!r}")
+            raise CommandError(f"-M expects key=value, not {pair!r}", USAGE)
         out[key] = value
     return out
 
 
 def _build_medreqal(args: argparse.Namespace) -> int:
-    from med_evals.builders.medreqal_build import build_medreqal
+    from inspect_ai._util.error import PrerequisiteError
+
+    from med_evals.builders.medreqal_build import beside, build_medreqal
+    from med_evals.exit_codes import USAGE, CommandError
 
     try:
-        build_medreqal(
+        result = build_medreqal(
             args.source,
             args.model,
             args.out,
@@ -65,9 +69,17 @@ def _build_medreqal(args: argparse.Namespace) -> int:
             limit=args.limit,
             model_args=_model_args(args.M),
         )
-    except (FileNotFoundError, ValueError, RuntimeError) as ex:
-        print(f"error: {ex}", file=sys.stderr)
-        return 1
+    except PrerequisiteError as ex:  # e.g. a provider's package or API key missing
+        raise CommandError(str(ex.message), USAGE) from None
+    except (OSError, ValueError, RuntimeError) as ex:  # a missing source, a bad model name
+        raise CommandError(str(ex), USAGE) from None
+    if not result.rows:
+        counts = ", ".join(f"{n} {why}" for why, n in result.skipped_counts().items())
+        raise CommandError(
+            f"no question built: every record was left out ({counts}; listed in "
+            f"{beside(result.csv, 'skipped.csv')})",
+            USAGE,
+        )
     return 0
 
 

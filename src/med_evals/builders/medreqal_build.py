@@ -31,7 +31,7 @@ from med_evals.builders.medreqal_tasks import (
 )
 from med_evals.builders.prompts import consolidate_renal
 from med_evals.builders.pubmed import Review, Skipped
-from med_evals.builders.sources import read_sources, select_reviews
+from med_evals.builders.sources import read_sources, select_reviews, why_nothing_read
 from med_evals.scorers.verdict import NEI, REFUTED, SUPPORTED
 
 SCHEMA = (
@@ -74,6 +74,10 @@ NO_DATE = "no publication date (a cut-off is set)"
 MODEL_ERROR = "model call failed"
 UNPARSED = "reply not QUESTION/LABEL with one of the three labels, after a retry"
 LIMIT = "beyond --limit"
+
+
+class NoSourceRead(ValueError):
+    """None of the sources holds a readable PubMed record: nothing to build from."""
 
 
 @dataclass
@@ -163,10 +167,19 @@ def build_medreqal(
         seed: Seed of the validation sample.
         retries: Extra asks for a reply that does not parse (the issue's "retried once").
         limit: At most this many reviews (oldest first), for a cheap trial run.
+
+    Raises:
+        NoSourceRead: no source holds a readable PubMed record (before any model call).
+        FileNotFoundError: a source does not exist.
     """
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
     reviews, skipped = read_sources(sources)
+    if not reviews:
+        raise NoSourceRead(
+            "no PubMed record could be read from --source: "
+            + why_nothing_read(sources, skipped)
+        )
+    out.parent.mkdir(parents=True, exist_ok=True)
     kept, more = select_reviews(reviews)
     skipped += more
     if published_after:

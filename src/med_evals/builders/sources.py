@@ -65,6 +65,30 @@ def read_sources(paths: Iterable[str | Path]) -> tuple[list[Review], list[Skippe
     return reviews, skipped
 
 
+def why_nothing_read(paths: Iterable[str | Path], skipped: list[Skipped], shown: int = 5) -> str:
+    """Each source named and why no record came from it, in one line (for the error raised
+    when none of the sources holds a readable PubMed record)."""
+    reasons: dict[str, list[str]] = {}
+    for s in skipped:
+        reasons.setdefault(s.source, []).append(s.detail or s.reason)
+    parts = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files = [f for f in p.rglob("*") if f.suffix.lower() in SUFFIXES]
+            if not files:
+                parts.append(f"{p}/ (no {', '.join(SUFFIXES)} file in it)")
+                continue
+            bad = [str(f) for f in sorted(files)]
+        else:
+            bad = [str(p)]
+        for f in bad:
+            why = reasons.get(f, ["no record"])
+            text = why[0][:120] if len(why) == 1 else f"{len(why)} malformed records"
+            parts.append(f"{f} ({text})")
+    more = f" and {len(parts) - shown} more" if len(parts) > shown else ""
+    return "; ".join(parts[:shown]) + more
+
+
 def select_reviews(reviews: list[Review]) -> tuple[list[Review], list[Skipped]]:
     """One record per PMID and per review (the latest version: highest ``.pubN``, then the later
     date, then the higher PMID), then withdrawn reviews and records lacking Objectives or
