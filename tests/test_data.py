@@ -144,3 +144,55 @@ def test_trials_bad_date(tmp_path):
     p = _write(tmp_path, FIXTURE_CSV.read_text().replace("7/4/12", "July 2012"))
     with pytest.raises(DatasetError, match=r"row 2, column 'date': unrecognised date 'July 2012'"):
         read_trials(p)
+
+
+def test_unbalanced_quote_in_a_trials_csv_names_its_line(tmp_path):
+    """A quote opened by mistake at the start of trial 2's date field (line 3) pairs with the
+    next quote in the file: the data rows shift, and what was reported was a wrong column."""
+    lines = FIXTURE_CSV.read_text().splitlines(keepends=True)
+    lines[2] = lines[2].replace(",7/4/12,", ',"7/4/12,', 1)
+    p = tmp_path / "trials.csv"
+    p.write_text("".join(lines))
+    with pytest.raises(DatasetError) as err:
+        read_trials(p)
+    message = str(err.value)
+    assert message.startswith(f"{p}: malformed CSV: line 3: the quoted field that opens there")
+    assert "an unbalanced quote on line 3" in message and "column" not in message
+
+
+def test_a_quote_that_swallows_the_rest_of_the_file(tmp_path):
+    p = _write(tmp_path, 'a,date,c\n1,2020,x\n2,"2021,y\n3,2022,z\n4,2023,w\n')
+    with pytest.raises(
+        DatasetError,
+        match=r"malformed CSV: line 3: a quote opens a field there and is never closed, so the "
+        r"field swallows the rest of the file \(lines 3-5\)",
+    ):
+        read_csv_checked(p, ["a"])
+
+
+def test_a_record_with_too_few_or_too_many_fields(tmp_path):
+    short = _write(tmp_path, "a,b,c\n1,2,3\n4,5\n")
+    with pytest.raises(DatasetError, match=r"the record on line 3 has 2 fields, the header has 3"):
+        read_csv_checked(short, ["a"], non_empty=["c"])
+    # a stray quote closed by a later one turns three records into one short record
+    merged = _write(tmp_path, 'a,b,c\n1,"2,3\n4,5,6\n7,8"\n')
+    with pytest.raises(
+        DatasetError,
+        match=r"the record on line 2 has 2 fields, the header has 3; a quoted field opens on "
+        r"line 2 and runs to line 4: an unbalanced quote on line 2\?",
+    ):
+        read_csv_checked(merged, ["a"])
+
+
+def test_quoted_fields_over_several_lines_are_legitimate(tmp_path, shared_datasets):
+    p = _write(tmp_path, 'a,b\n1,"first line\nsecond, with a comma\nthird ""quoted"""\n2,x\n')
+    df = read_csv_checked(p, ["a", "b"], non_empty=["b"])
+    assert df["b"].tolist() == ['first line\nsecond, with a comma\nthird "quoted"', "x"]
+    # HealthFC's evidence sentences span lines; every shared copy reads as before
+    for path, rows in [
+        ("healthfc/Datensatz.csv", 750),
+        ("oncology-rct-250-counterfactual/trials.csv", 250),
+        ("oncology-rct-250/trials_with_predictions.csv", 250),
+        ("medevidence/manual_284-data_spreadsheet.csv", 284),
+    ]:
+        assert len(read_csv_checked(shared_datasets / path, [])) == rows

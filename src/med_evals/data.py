@@ -15,8 +15,10 @@ path for one file of a dataset, either
 Every file is verified against the manifest's ``sha256`` and/or ``git_blob_sha1`` (git's blob id,
 which pins a file at a commit without having the file). A mismatch is an error, never a warning.
 
-:func:`read_csv_checked` reads a CSV and checks it: missing columns, empty required values and
-unknown label values are errors that name the file, the data row and the column.
+:func:`read_csv_checked` reads a CSV and checks it: a malformed file (an unbalanced quote, a
+record with more or fewer fields than the header) is an error naming the line where the problem
+starts; missing columns, empty required values and unknown label values are errors that name the
+file, the data row and the column.
 
 Every problem with a data file is a :class:`DatasetError`: a ``ValueError`` that ``inspect eval``
 prints as one message, without a traceback (see :mod:`med_evals._compat`).
@@ -24,6 +26,7 @@ prints as one message, without a traceback (see :mod:`med_evals._compat`).
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import importlib.resources
 import io
@@ -330,6 +333,108 @@ def row_error(path: Path, rows: Sequence[int], column: str, problem: str) -> Dat
     return DatasetError(f"{path}: row {rows[0] + 1}, column '{column}': {problem}{more}")
 
 
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def _scan_record(text: str, pos: int) -> tuple[str, int, int]:
+    """Walk the CSV record that starts at ``pos`` by the format's rules (a quote opens a field
+    only at its start, ``""`` inside a quoted field is a quote, a closing quote is followed by a
+    comma or a line end).
+
+    Returns ``("unclosed", open, -1)`` for a quote never closed, ``("junk", open, close)`` for a
+    quoted field followed by something else, else ``("end", open, end)`` with ``open`` the
+    opening quote of the first quoted field that spans lines (-1: none).
+    """
+    n, field_start, spanning = len(text), True, -1
+    i = pos
+    while i < n:
+        c = text[i]
+        if field_start and c == '"':
+            open_at, j = i, i + 1
+            while True:
+                k = text.find('"', j)
+                if k < 0:
+                    return "unclosed", open_at, -1
+                if text.startswith('""', k):
+                    j = k + 2
+                    continue
+                break
+            if spanning < 0 and text.find("\n", open_at, k) >= 0:
+                spanning = open_at
+            if text[k + 1 : k + 2] not in ("", ",", "\n", "\r"):
+                return "junk", open_at, k
+            i, field_start = k + 1, False
+        elif c == ",":
+            i, field_start = i + 1, True
+        elif c in "\r\n":
+            return "end", spanning, i
+        else:
+            i, field_start = i + 1, False
+    return "end", spanning, n
+
+
+def _offset_of_line(text: str, line: int) -> int:
+    pos = 0
+    for _ in range(line - 1):
+        pos = text.index("\n", pos) + 1
+    return pos
+
+
+def _quote_problem(text: str, line: int) -> str:
+    """What is wrong with the quotes of the record starting on ``line``, in words."""
+    kind, open_at, close_at = _scan_record(text, _offset_of_line(text, line))
+    if kind == "unclosed":
+        first, last = _line_of(text, open_at), _line_of(text, len(text.rstrip("\r\n")))
+        return (
+            f"line {first}: a quote opens a field there and is never closed, so the field "
+            f"swallows the rest of the file (lines {first}-{last}); an unbalanced quote on "
+            f"line {first}"
+        )
+    if kind == "junk":
+        first, where = _line_of(text, open_at), _line_of(text, close_at)
+        span = f" on line {where}" if where != first else ""
+        after = text[close_at + 1 : close_at + 2]
+        return (
+            f"line {first}: the quoted field that opens there closes{span} and is followed by "
+            f"{after!r}, not a comma or a line end; an unbalanced quote on line {first}, or a "
+            "quote inside the field that is not doubled"
+        )
+    return f"line {line}: not valid CSV"
+
+
+def check_csv_structure(path: Path, text: str) -> None:
+    """Raise :class:`DatasetError` unless ``text`` is well-formed CSV (Python's ``csv`` module
+    in strict mode) whose records all have the header's number of fields. Quoted fields that
+    span lines are legitimate (HealthFC has them); a quote that swallows the rest of the file,
+    or several records, is named with the line where it opens."""
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    start, width = 1, 0
+    try:
+        for row in reader:
+            if not row:  # a blank line: skipped, as pandas skips it
+                start = reader.line_num + 1
+                continue
+            if not width:
+                width = len(row)
+            elif len(row) != width:
+                kind, spanning, _ = _scan_record(text, _offset_of_line(text, start))
+                hint = ""
+                if spanning >= 0:
+                    first, last = _line_of(text, spanning), reader.line_num
+                    hint = (
+                        f"; a quoted field opens on line {first} and runs to line {last}: an "
+                        f"unbalanced quote on line {first}?"
+                    )
+                raise DatasetError(
+                    f"{path}: malformed CSV: the record on line {start} has {len(row)} fields, "
+                    f"the header has {width}{hint}"
+                )
+            start = reader.line_num + 1
+    except csv.Error:
+        raise DatasetError(f"{path}: malformed CSV: {_quote_problem(text, start)}") from None
+
+
 def read_csv_checked(
     path: Path,
     required: Iterable[str],
@@ -357,6 +462,7 @@ def read_csv_checked(
         raise DatasetError(f"{path}: not UTF-8 text (byte {ex.start}: {ex.reason})") from ex
     except OSError as ex:
         raise DatasetError(f"{path}: cannot read ({ex})") from ex
+    check_csv_structure(path, text)
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as ex:
