@@ -7,6 +7,8 @@ from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
 from med_evals.cli import main as cli_main
 from med_evals.data import DatasetError
 from med_evals.recorded import read_recorded, score_recorded
+from med_evals.scorers.labels import invert_outcome
+from med_evals.scorers.outcome import outcome_value
 from med_evals.tasks.oncology_rct import read_trials
 
 from .oncology_support import FIXTURE_CSV
@@ -14,10 +16,12 @@ from .oncology_support import FIXTURE_CSV
 
 def _study_numbers(truth: pd.Series, raw: pd.Series) -> dict:
     """The counterfactual study's rules (run_evaluation.py, analyze_results.py), re-derived
-    independently: no text is ERROR, any other reply stripped and upper-cased must be a label;
-    valid only, macro-F1, Wald intervals with z = 1.96 clipped to [0, 1]."""
-    parsed = raw.fillna("").map(lambda r: r.strip().upper() if r != "" else "ERROR")
-    parsed = parsed.where(parsed.isin(["POSITIVE", "NEGATIVE", "ERROR"]), "INVALID")
+    independently for a recorded table: each reply stripped and upper-cased must be a label, a
+    blank one included (the study stored replies stripped; a blank recording is INVALID unless
+    the study's own parse says ERROR, and this table has no parse column); valid only,
+    macro-F1, Wald intervals with z = 1.96 clipped to [0, 1]."""
+    parsed = raw.fillna("").map(lambda r: r.strip().upper())
+    parsed = parsed.where(parsed.isin(["POSITIVE", "NEGATIVE"]), "INVALID")
     valid = parsed.isin(["POSITIVE", "NEGATIVE"])
     yt, yp = truth[valid], parsed[valid]
     cm = confusion_matrix(yt, yp, labels=["POSITIVE", "NEGATIVE"])
@@ -126,9 +130,111 @@ def test_long_table_with_ground_truth_from_trials(tmp_path):
     ]
     by = {r["condition"]: r for r in score_recorded(replies)}
     assert by["title_abstract"]["n_valid"] == 2 and by["title_abstract"]["n_invalid"] == 1
-    assert (
-        by["counterfactual"]["n_error"] == 1 and by["counterfactual"]["strict"]["accuracy"] == 1.0
-    )
+    # a blank recording is INVALID (no parse column says ERROR): see the test below
+    assert (by["counterfactual"]["n_invalid"], by["counterfactual"]["n_error"]) == (1, 0)
+    assert by["counterfactual"]["strict"]["accuracy"] == 1.0
     assert (by["doi_only"]["n_invalid"], by["doi_only"]["n_error"]) == (1, 0)
     with pytest.raises(DatasetError, match="no ground_truth column"):
         read_recorded(p)
+
+
+def _predictions_csv(tmp_path, with_parse: bool = True):
+    """A long table in the schema of the study's results/predictions.csv, written as the study's
+    run_evaluation.py writes it: the reply stripped (a whitespace-only reply becomes ""), None
+    for a call that returned no text (written as an empty field), parsed_output beside it."""
+
+    def parse(raw):  # run_evaluation.parse_output
+        if raw is None:
+            return "ERROR"
+        text = raw.strip().upper()
+        return text if text in ("POSITIVE", "NEGATIVE") else "INVALID"
+
+    truth = read_trials(FIXTURE_CSV)["Annotation_accept"]
+    doi_only = ["POSITIVE", "", "NEGATIVE", "", "Positive.", "NEGATIVE"]  # Gemini's blanks
+    counterfactual = ["NEGATIVE", None, "POSITIVE", "NEGATIVE", "POSITIVE", "NEGATIVE"]
+    rows = []
+    for cond, replies in (("doi_only", doi_only), ("counterfactual", counterfactual)):
+        for i, raw in enumerate(replies):
+            gt = truth[i] if cond == "doi_only" else invert_outcome(truth[i])
+            rows.append(
+                {"trial_idx": i, "vendor": "gemini", "model": "gemini-3-flash-preview",
+                 "condition": cond, "raw_output": raw, "parsed_output": parse(raw),
+                 "ground_truth": gt}
+            )  # fmt: skip
+    df = pd.DataFrame(rows)
+    if not with_parse:
+        df = df.drop(columns="parsed_output")
+    path = tmp_path / ("predictions.csv" if with_parse else "no_parse.csv")
+    df.to_csv(path, index=False)
+    return path, df
+
+
+def test_blank_recorded_replies_follow_the_studys_parse(tmp_path):
+    """Gemini's doi_only blanks: the study's analysis counts them INVALID (7 / 0 in its
+    Table 1 counts), not ERROR; a row the study parsed ERROR (no text came back) stays ERROR."""
+    path, df = _predictions_csv(tmp_path)
+    by = {r["condition"]: r for r in score_recorded(read_recorded(path))}
+    for cond, r in by.items():  # the study's own counts, from its parse column
+        parsed = df[df.condition == cond]["parsed_output"]
+        assert (r["n_invalid"], r["n_error"]) == (
+            int((parsed == "INVALID").sum()),
+            int((parsed == "ERROR").sum()),
+        )
+    assert (by["doi_only"]["n_invalid"], by["doi_only"]["n_error"]) == (3, 0)
+    assert (by["counterfactual"]["n_invalid"], by["counterfactual"]["n_error"]) == (0, 1)
+    assert by["doi_only"]["n_valid"] == 3 and by["doi_only"]["valid_rate"] == 0.5
+    # without the study's parse, a blank recording is INVALID
+    bare, _ = _predictions_csv(tmp_path, with_parse=False)
+    by = {r["condition"]: r for r in score_recorded(read_recorded(bare))}
+    assert (by["counterfactual"]["n_invalid"], by["counterfactual"]["n_error"]) == (1, 0)
+    # a live run's rule is unchanged: an empty reply is ERROR, whitespace INVALID
+    assert outcome_value("", "POSITIVE", "doi_only", 0)["prediction"] == "ERROR"
+    assert outcome_value("  ", "POSITIVE", "doi_only", 0)["prediction"] == "INVALID"
+
+
+def _cli_error(capsys, argv, code=2):
+    """The command's one line on stderr (and the exit code asserted)."""
+    assert cli_main(argv) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1, err
+    return err[0]
+
+
+def test_score_recorded_bad_tables_and_outputs_are_one_line(tmp_path, capsys):
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    header = tmp_path / "header.csv"
+    header.write_text("trial_idx,condition,raw_output,ground_truth\n")
+    cmd = ["score-recorded"]
+    line = _cli_error(capsys, [*cmd, str(empty)])
+    assert line == f"med-evals score-recorded: error: {empty}: malformed CSV: the file is empty " \
+        "(no header, no rows)"
+    assert "no data rows" in _cli_error(capsys, [*cmd, str(header)])
+    line = _cli_error(capsys, [*cmd, str(FIXTURE_CSV)])  # the trials, not recorded replies
+    assert f"{FIXTURE_CSV}: not a table of recorded replies" in line
+    bad_trial = tmp_path / "bad_trial.csv"
+    bad_trial.write_text("trial_idx,condition,raw_output,ground_truth\n0,doi_only,POSITIVE,"
+                         "POSITIVE\nseven,doi_only,NEGATIVE,POSITIVE\n")
+    line = _cli_error(capsys, [*cmd, str(bad_trial)])
+    assert "row 2, column 'trial': 'seven' is not a trial index" in line
+    assert "missing" in _cli_error(capsys, [*cmd, str(tmp_path / "missing.csv")])
+    good, _ = _predictions_csv(tmp_path)
+    line = _cli_error(capsys, [*cmd, str(good), "--out", str(tmp_path / "no" / "t.csv")])
+    assert line.endswith(f"the folder {tmp_path / 'no'} does not exist")
+    line = _cli_error(capsys, [*cmd, str(good), "--out", str(tmp_path)])
+    assert line.endswith(f"--out {tmp_path} is a folder, not a file to write")
+
+
+def test_recorded_to_replay_bad_tables_and_outputs_are_one_line(tmp_path, capsys):
+    good, _ = _predictions_csv(tmp_path)
+    cmd = ["recorded-to-replay", "--by-row"]
+    a_file = tmp_path / "taken"
+    a_file.write_text("x")
+    line = _cli_error(capsys, [*cmd, str(good), "--out", str(a_file)])
+    assert line.endswith(f"--out {a_file} is a file, not a folder for the replay files")
+    line = _cli_error(capsys, [*cmd, str(good), "--out", str(tmp_path / "no" / "r")])
+    assert line.endswith(f"the folder {tmp_path / 'no'} does not exist")
+    empty = tmp_path / "empty.csv"
+    empty.write_bytes(b"")
+    assert "the file is empty" in _cli_error(capsys, [*cmd, str(empty), "--out", str(tmp_path)])
+    assert cli_main([*cmd, str(good), "--out", str(tmp_path / "r")]) == 0

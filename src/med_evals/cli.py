@@ -55,8 +55,9 @@ def _flip_rate(args: argparse.Namespace) -> int:
 
 
 def _score_recorded(args: argparse.Namespace) -> int:
-    from med_evals.recorded import read_recorded, score_recorded, table
+    from med_evals.recorded import check_out_file, read_recorded, score_recorded, table
 
+    check_out_file(args.out)
     trials = None
     if args.with_trials:
         from med_evals.tasks.oncology_rct import load_trials
@@ -75,14 +76,16 @@ def _recorded_to_replay(args: argparse.Namespace) -> int:
 
 def _export_counterfactuals(args: argparse.Namespace) -> int:
     from med_evals.counterfactual_export import export_counterfactuals
+    from med_evals.exit_codes import USAGE, CommandError
 
     summary = export_counterfactuals(args.logs, args.out)
-    for line in summary.pop("skipped"):
+    skipped = summary.pop("skipped")
+    for line in skipped:
         print(f"skipped: {line}", file=sys.stderr)
     print(", ".join(f"{k} {v}" for k, v in summary.items()))
     if not summary["rows"]:
-        print("error: no accepted rewrite in the logs", file=sys.stderr)
-        return 2
+        why = f" ({len(skipped)} skipped, listed above)" if skipped else ""
+        raise CommandError(f"no accepted rewrite in the logs{why}; nothing written", USAGE)
     print(f"wrote {args.out}")
     return 0
 

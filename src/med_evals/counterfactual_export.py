@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 from inspect_ai.log import read_eval_log
 
-from med_evals.data import DatasetError
+from med_evals.data import DatasetError, read_csv_checked
 from med_evals.logs import expand_log_paths
 
 BUILD_TASK = "counterfactual_build"
@@ -41,11 +41,15 @@ def read_accepted(paths: Iterable[str | Path]) -> Accepted:
     """The accepted rewrites in builder logs, one per DOI: the earliest log's, lowest epoch."""
     out = Accepted()
     logs = []
+    paths = list(paths)
+    for p in paths:
+        if Path(p).is_dir() and not expand_log_paths([p]):
+            out.skipped.append(f"{p}: a folder with no Inspect log in it")
     for path in expand_log_paths(paths):
         try:
             log = read_eval_log(path)
         except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
-            out.skipped.append(f"{path}: unreadable log ({ex})")
+            out.skipped.append(f"{path}: unreadable log ({unreadable_reason(path, ex)})")
             continue
         if log.eval.task.split("/")[-1] != BUILD_TASK:
             out.skipped.append(f"{path}: not a {BUILD_TASK} log ({log.eval.task})")
@@ -72,6 +76,22 @@ def read_accepted(paths: Iterable[str | Path]) -> Accepted:
     return out
 
 
+def unreadable_reason(path: str | Path, ex: BaseException) -> str:
+    """Why Inspect could not read a log, in words (its own messages can be terse)."""
+    import zipfile
+
+    text = str(ex) or type(ex).__name__
+    if isinstance(ex, FileNotFoundError):
+        return "no such file"
+    if isinstance(ex, IsADirectoryError):
+        return "a folder, not a log file"
+    if isinstance(ex, zipfile.BadZipFile | EOFError) or "EOCD" in text:
+        return f"not a complete .eval file: truncated, or not an Inspect log ({text})"
+    if str(path).endswith(".json"):
+        return f"not a complete JSON log ({type(ex).__name__}: {text})"
+    return f"{type(ex).__name__}: {text}"
+
+
 def accepted_dois(resume: str | Sequence[str] | None) -> set[str]:
     """DOIs already done: those of an exported CSV, or accepted in builder logs."""
     if not resume:
@@ -93,12 +113,17 @@ def accepted_dois(resume: str | Sequence[str] | None) -> set[str]:
 def export_counterfactuals(paths: Iterable[str | Path], out: str | Path) -> dict[str, Any]:
     """Write the accepted rewrites to ``out`` (rows already there are kept); a summary."""
     out = Path(out)
-    found = read_accepted(paths)
+    if out.is_dir():
+        raise DatasetError(f"--out {out} is a folder, not the CSV to write")
+    if not out.parent.is_dir():
+        raise DatasetError(f"--out {out}: the folder {out.parent} does not exist")
+    # the rows already there are kept: read (and checked) before any log
     existing = (
-        pd.read_csv(out, dtype=str, keep_default_na=False)
+        read_csv_checked(out, ["doi"], header_only_ok=True)
         if out.exists() and out.stat().st_size
         else None
     )
+    found = read_accepted(paths)
     kept = [] if existing is None else existing.to_dict("records")
     have = {r["doi"] for r in kept}
     new = [row for doi, row in found.rows.items() if doi not in have]

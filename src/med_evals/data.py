@@ -442,6 +442,7 @@ def read_csv_checked(
     labels: Mapping[str, Iterable[str]] | None = None,
     non_empty: Iterable[str] = (),
     aliases: Mapping[str, Iterable[str]] | None = None,
+    header_only_ok: bool = False,
 ) -> pd.DataFrame:
     """Read a CSV as strings and check it, or raise :class:`DatasetError`.
 
@@ -452,6 +453,7 @@ def read_csv_checked(
         non_empty: Columns whose values must not be empty.
         aliases: Alternative names for a column (``{"verdict": ["verdicts"]}``): the first one
             found is renamed to the canonical name.
+        header_only_ok: A header without data rows is an empty table, not an error.
 
     Rows are numbered from 1 for the first data row (the header is not a row).
     """
@@ -462,6 +464,8 @@ def read_csv_checked(
         raise DatasetError(f"{path}: not UTF-8 text (byte {ex.start}: {ex.reason})") from ex
     except OSError as ex:
         raise DatasetError(f"{path}: cannot read ({ex})") from ex
+    if not text.strip():
+        raise DatasetError(f"{path}: malformed CSV: the file is empty (no header, no rows)")
     check_csv_structure(path, text)
     try:
         df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
@@ -481,7 +485,7 @@ def read_csv_checked(
             f"{path}: missing column(s) {', '.join(repr(c) for c in missing)} "
             f"(found: {', '.join(map(repr, df.columns))})"
         )
-    if df.empty:
+    if df.empty and not header_only_ok:
         raise DatasetError(f"{path}: no data rows (the file holds a header only)")
 
     for col in non_empty:

@@ -45,7 +45,7 @@ def test_wide_table_becomes_replay_files_keyed_by_sample_id(tmp_path, monkeypatc
     by_id = {r["id"]: r for r in rows}
     assert len(rows) == 2 * len(trials)
     assert by_id["conclusion_only-000"]["reply"] == "POSITIVE"  # trial 0 is the table's last row
-    assert by_id["title_abstract-002"]["reply"] == ""
+    assert by_id["title_abstract-002"]["reply"] == " "  # blank: INVALID, as score-recorded
     assert by_id["conclusion_only-004"]["reply"] == "POSITIVE."
     assert {r["task"] for r in rows} == {"oncology_rct"} and {r["epoch"] for r in rows} == {1}
     (cmd, _) = inspect_commands(written)
@@ -67,9 +67,44 @@ def test_wide_table_becomes_replay_files_keyed_by_sample_id(tmp_path, monkeypatc
     }
     metrics = {n: m.value for s in log.results.scores for n, m in s.metrics.items()}
     for cond, r in expected.items():
-        assert metrics[f"{cond}/n_error"] == r["n_error"] >= 1
-        assert metrics[f"{cond}/n_invalid"] == r["n_invalid"]
+        assert metrics[f"{cond}/n_error"] == r["n_error"] == 0  # a blank recording is INVALID
+        assert metrics[f"{cond}/n_invalid"] == r["n_invalid"] >= 3
         assert _same(metrics[f"{cond}/accuracy_valid"], r["strict"]["accuracy"])
+
+
+def test_a_row_the_study_parsed_error_replays_as_a_failed_call(tmp_path, monkeypatch):
+    """predictions.csv's layout: a blank reply the study parsed INVALID replays as text without
+    a label, one it parsed ERROR as a failed call; the task counts both as score-recorded does."""
+    install_fixture(tmp_path, monkeypatch)
+    trials = pd.read_csv(FIXTURE_CSV, dtype=str, keep_default_na=False)
+    n = len(trials)
+    raw = ["POSITIVE", "", None, "NEGATIVE", "Positive.", "NEGATIVE"][:n]
+    table = pd.DataFrame({
+        "trial_idx": range(n), "vendor": "gemini", "condition": "doi_only", "raw_output": raw,
+        "parsed_output": ["ERROR" if r is None else "INVALID" if r in ("", "Positive.")
+                          else r for r in raw],
+        "ground_truth": trials["Annotation_accept"],
+    })  # fmt: skip
+    path = tmp_path / "predictions.csv"
+    table.to_csv(path, index=False)
+    written = write_replays(path, tmp_path / "replays")
+    rows = {json.loads(x)["id"]: json.loads(x) for x in written["gemini"].read_text().splitlines()}
+    assert rows["doi_only-001"]["reply"] == " "
+    assert rows["doi_only-002"]["reply"] is None and "ERROR" in rows["doi_only-002"]["error"]
+    [r] = score_recorded(read_recorded(path))
+    assert (r["n_invalid"], r["n_error"]) == (2, 1)
+    (log,) = inspect_eval(
+        oncology_rct(condition="doi_only", metrics="full"),
+        model=f"replay/{written['gemini']}",
+        log_dir=str(tmp_path / "logs"),
+        display="none",
+        max_retries=0,
+    )
+    assert log.status == "success"
+    metrics = {n: m.value for s in log.results.scores for n, m in s.metrics.items()}
+    for name in ("n_total", "n_valid", "n_invalid", "n_error"):
+        assert metrics[name] == r[name], name
+    assert _same(metrics["accuracy_valid"], r["strict"]["accuracy"])
 
 
 def test_ground_truth_and_doi_mismatches_are_errors(tmp_path, monkeypatch):

@@ -11,6 +11,9 @@ sample ids (``<condition>-<trial:03d>``), so that::
 scores them in Inspect (log, viewer, flip rates) with the numbers ``med-evals score-recorded``
 prints. With the trials dataset, each table row is matched to its trial by DOI and its ground
 truth is checked against the dataset's; without it, the table's row order is the trial index.
+A blank recorded reply is written as one space (text without a label: INVALID, as
+``score-recorded`` counts it, following the study), and a row the study parsed ERROR as a failed
+call (``reply`` null, with an ``error``), which the task scores ERROR.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pathlib import Path
 import pandas as pd
 
 from med_evals.data import DatasetError
-from med_evals.recorded import read_recorded
+from med_evals.exit_codes import USAGE, CommandError
+from med_evals.recorded import read_recorded, scored_reply
 from med_evals.scorers.labels import invert_outcome
 
 TASK = "oncology_rct"
@@ -32,7 +36,7 @@ _COUNTERFACTUAL = {"counterfactual", "counterfactual_doi", "counterfactual_title
 
 def align_to_trials(table: Path, replies: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
     """Replace a wide table's row numbers by the dataset's trial index, matched by DOI."""
-    head = pd.read_csv(table, nrows=0).columns
+    head = pd.read_csv(table, nrows=0).columns  # read_recorded has checked the file
     if "doi" not in head or "trial" in head or "trial_idx" in head:
         return replies  # a long table already carries the dataset's trial index
     dois = pd.read_csv(table, usecols=["doi"], dtype=str, keep_default_na=False)["doi"]
@@ -62,23 +66,21 @@ def _safe(name: str) -> str:
 
 
 def replay_rows(replies: pd.DataFrame, task: str = TASK) -> dict[str, list[dict]]:
-    """JSONL rows per model: the task's sample id, epoch 1, the raw reply (``""`` kept)."""
+    """JSONL rows per model: the task's sample id, epoch 1, the raw reply; a blank reply as one
+    space (INVALID), a recorded ERROR as a failed call (see the module docstring)."""
     rows: dict[str, list[dict]] = {}
     for r in replies.itertuples():
-        reply = (
-            ""
-            if r.reply is None or (isinstance(r.reply, float) and r.reply != r.reply)
-            else r.reply
-        )
-        rows.setdefault(str(r.model), []).append(
-            {
-                "task": task,
-                "id": f"{r.condition}-{int(r.trial):03d}",
-                "epoch": 1,
-                "reply": str(reply),
-                "model": str(r.model),
-            }
-        )
+        reply, error = scored_reply(r.reply, getattr(r, "error", None))
+        row = {
+            "task": task,
+            "id": f"{r.condition}-{int(r.trial):03d}",
+            "epoch": 1,
+            "reply": reply,
+            "model": str(r.model),
+        }
+        if error is not None:
+            row["error"] = error
+        rows.setdefault(str(r.model), []).append(row)
     return rows
 
 
@@ -87,10 +89,11 @@ def write_replays(
 ) -> dict[str, Path]:
     """One replay JSONL per model of a recorded table; returns {model: path}."""
     table, out_dir = Path(table), Path(out_dir)
+    check_out_dir(out_dir)
     replies = read_recorded(table, trials)
     if trials is not None:
         replies = align_to_trials(table, replies, trials)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.mkdir(exist_ok=True)
     written = {}
     for model, rows in replay_rows(replies).items():
         path = out_dir / f"{_safe(model)}.jsonl"
@@ -99,6 +102,15 @@ def write_replays(
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
         written[model] = path
     return written
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Raise :class:`CommandError` (exit 2) unless ``out_dir`` is a folder or can be made in an
+    existing one: checked before any work."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise CommandError(f"--out {out_dir} is a file, not a folder for the replay files", USAGE)
+    if not out_dir.parent.is_dir():
+        raise CommandError(f"--out {out_dir}: the folder {out_dir.parent} does not exist", USAGE)
 
 
 def recorded_conditions(path: Path) -> list[str]:
@@ -123,12 +135,16 @@ def inspect_commands(written: dict[str, Path]) -> Sequence[str]:
 
 def cli(args) -> int:  # noqa: ANN001 - argparse.Namespace
     """``med-evals recorded-to-replay TABLE --out DIR [--data-dir DIR] [--by-row]``."""
+    check_out_dir(Path(args.out))
     trials = None
     if not args.by_row:
         from med_evals.tasks.oncology_rct import load_trials
 
         trials, _ = load_trials(args.data_dir)
-    written = write_replays(args.table, args.out, trials)
+    try:
+        written = write_replays(args.table, args.out, trials)
+    except OSError as ex:
+        raise CommandError(f"cannot write the replay files in {args.out}: {ex}", USAGE) from None
     for model, path in written.items():
         print(f"{model}: {path}")
     print("\nreplay them through the task:")
