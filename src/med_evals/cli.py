@@ -91,6 +91,7 @@ def _export_counterfactuals(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from med_evals.exit_codes import USAGE, CommandError
     from med_evals.report import ReportError, build_report
 
     try:
@@ -98,12 +99,13 @@ def _report(args: argparse.Namespace) -> int:
             args.logs, args.out, allow_mixed=args.allow_mixed, reference=args.reference
         )
     except ReportError as ex:
-        print(f"error: {ex}", file=sys.stderr)
-        return 2
+        raise CommandError(str(ex), USAGE) from None
     for line in result.skipped:
         print(f"skipped: {line}", file=sys.stderr)
     for line in result.warnings:
         print(f"warning: {line}", file=sys.stderr)
+    for line in result.notes:
+        print(f"note: {line}", file=sys.stderr)
     print(f"wrote {result.markdown}, {result.html} and {len(result.figures)} figures")
     return 0
 
@@ -230,8 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--reference",
-        help="directory of the papers' published numbers (default $MED_EVALS_REFERENCE_DIR, "
-        "else ../shared/reference beside the repository)",
+        help="folder holding the published tables med_evals does not ship (the oncology "
+        "study's Table 1, oncology-table1-published.csv; default $MED_EVALS_REFERENCE_DIR, else "
+        "../shared/reference beside a source checkout, else downloaded from its pinned commit "
+        "and cached); MedREQAL's Tables 2 and 3 are shipped",
     )
     p.set_defaults(func=_report)
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import http.client
 import importlib.resources
 import io
 import os
@@ -127,8 +128,9 @@ def manifest_dir() -> Path:
     return packaged_manifest_dir()
 
 
-def load_manifest(name: str) -> Manifest:
-    path = manifest_dir() / f"{name}.yaml"
+def load_manifest(name: str, folder: Path | None = None) -> Manifest:
+    """The manifest ``<name>.yaml`` in ``folder`` (default :func:`manifest_dir`)."""
+    path = (folder or manifest_dir()) / f"{name}.yaml"
     if not path.is_file():
         raise DatasetError(f"no manifest for dataset '{name}' at {path}")
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -240,6 +242,10 @@ def fetch(
     file: str,
     data_dir: str | Path | None = None,
     file_param: str | None = None,
+    *,
+    data_dir_env: bool = True,
+    timeout: float = 60.0,
+    manifest: Manifest | None = None,
 ) -> DatasetFile:
     """A verified local path for ``file`` of ``dataset``.
 
@@ -250,10 +256,17 @@ def fetch(
             must be there: nothing is downloaded.
         file_param: The calling task's parameter for a user's own copy (``data_file``), named in
             the error when the file cannot be found.
+        data_dir_env: False: ``$MED_EVALS_DATA_DIR`` is not consulted (a file that does not
+            belong in a data directory, such as a paper's published table).
+        timeout: Seconds to wait for the download's server.
+        manifest: The manifest itself (default: ``load_manifest(dataset)``).
     """
-    manifest = load_manifest(dataset)
+    manifest = manifest or load_manifest(dataset)
     spec = manifest.file(file)
-    local = resolve_data_dir(data_dir)
+    if data_dir_env:
+        local = resolve_data_dir(data_dir)
+    else:
+        local = Path(data_dir).expanduser() if data_dir else None
     if local is not None:
         candidates = [local / manifest.local_dir / file, local / file]
         for path in candidates:
@@ -279,8 +292,8 @@ def fetch(
                 f"{where_to_put(manifest, file, file_param)}"
             )
         try:
-            _download(spec.url, cached)
-        except OSError as ex:
+            _download(spec.url, cached, timeout)
+        except (OSError, http.client.HTTPException) as ex:
             raise DatasetError(
                 f"could not download {spec.url} for dataset '{dataset}' ({ex}). Without network "
                 f"access {where_to_put(manifest, file, file_param)}"

@@ -24,7 +24,6 @@ from med_evals.report.tables import (
     HeadlineRow,
     generic_section,
     provenance_tables,
-    reference_dir,
 )
 from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 
@@ -53,6 +52,8 @@ class ReportResult:
     warnings: list[str] = field(default_factory=list)
     #: every headline number the report shows, one row per run label (and condition)
     headline: list[HeadlineRow] = field(default_factory=list)
+    #: what the report could not show and why (a published table that could not be had)
+    notes: list[str] = field(default_factory=list)
 
 
 def build_report(
@@ -63,18 +64,23 @@ def build_report(
     n_boot: int = N_BOOT,
 ) -> ReportResult:
     """Write ``report.md``, ``report.html`` (self-contained) and PNG figures to ``out_dir``."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ReportError(f"--out {out} is a file, not a folder for the report")
     runs, skipped = load_runs(logs)
     if not runs:
         raise ReportError("no usable log: " + ("; ".join(skipped) or "no log files found"))
     warnings = check_comparable(runs, allow_mixed)
-    out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
+    # mkdtemp makes the folder private (0700); the report is the user's, like any file they
+    # write: their umask decides, as for the files inside it
+    tmp.chmod(0o777 & ~_umask())
     try:
         fig_dir = tmp / "figures"
         fig_dir.mkdir()
         doc = Document("med_evals report")
-        ctx = Context(doc, fig_dir, reference_dir(reference), n_boot, warnings)
+        ctx = Context(doc, fig_dir, reference, n_boot, warnings)
         groups = group_runs(runs, ctx.warnings)
         models = {g.label for gs in groups.values() for g in gs}
         doc.p(
@@ -103,8 +109,15 @@ def build_report(
         shutil.rmtree(tmp, ignore_errors=True)
     figs = [out / "figures" / p.name for p in ctx.figures]
     return ReportResult(
-        out / "report.md", out / "report.html", figs, skipped, ctx.warnings, ctx.headline
+        out / "report.md", out / "report.html", figs, skipped, ctx.warnings, ctx.headline,
+        ctx.notes,
     )
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)  # the only way to read it is to set it
+    os.umask(mask)
+    return mask
 
 
 def _move_into_place(tmp: Path, out: Path) -> None:

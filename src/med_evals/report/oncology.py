@@ -73,7 +73,7 @@ def _table1(
     head: dict[tuple[str, str], dict[str, float]],
     summ: dict[tuple[str, str], dict[str, Any]],
 ) -> None:
-    pub = reference_table(study, ctx.ref, "oncology-table1")
+    pub = reference_table(ctx, study, "oncology-table1")
     main, wilson, counts = [], [], []
     for c in conds:
         for g in groups:

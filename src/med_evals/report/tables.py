@@ -8,7 +8,6 @@ the function the logged ``headline`` metric and ``med-evals regress`` call.
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +16,11 @@ from typing import Any
 import pandas as pd
 
 from med_evals.logs import Run
+from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
 from med_evals.report.paired import bootstrap_difference, mcnemar_exact
 from med_evals.report.runs import Group
 from med_evals.studies import Study
-
-REFERENCE_ENV = "MED_EVALS_REFERENCE_DIR"
 
 
 @dataclass(frozen=True)
@@ -142,24 +140,17 @@ def paired_table(doc: Document, study: Study, groups: Sequence[Group], n_boot: i
 # --- published tables ---------------------------------------------------------------------
 
 
-def reference_dir(explicit: str | Path | None) -> Path | None:
-    """Where the papers' published numbers are (never committed: read at run time)."""
-    candidates = [explicit, os.environ.get(REFERENCE_ENV)]
-    candidates.append(Path(__file__).resolve().parents[3].parent / "shared" / "reference")
-    for c in candidates:
-        if c and Path(c).is_dir():
-            return Path(c)
-    return None
-
-
-def reference_table(study: Study, ref: Path | None, stem: str) -> pd.DataFrame | None:
-    """The study's published table whose file name starts with ``stem`` (from
-    :attr:`Study.reference_tables`), or None where it is not available."""
-    if ref is None:
-        return None
+def reference_table(ctx: Any, study: Study, stem: str) -> pd.DataFrame | None:
+    """The study's published table whose file name starts with ``stem`` (one of
+    :attr:`Study.reference_tables`: shipped, or fetched as :mod:`med_evals.report.published`
+    says), or None. A table the study names that cannot be had is a note in the report, before
+    the table, and on the console, saying why and how to provide it."""
     for name in study.reference_tables:
-        if name.startswith(stem) and (ref / name).is_file():
-            return pd.read_csv(ref / name, dtype=str, keep_default_na=False)
+        if name.startswith(stem):
+            got = published.load(name, ctx.reference)
+            if got.table is None:
+                ctx.note(got.note)
+            return got.table
     return None
 
 

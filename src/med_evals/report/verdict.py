@@ -81,7 +81,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
             "review*": sum(bool(v.get("review")) for v in vals),
             "meta-analys*": sum(bool(v.get("meta_analysis")) for v in vals),
         })
-    t2_pub = reference_table(study, ctx.ref, f"{study.task}-table2")
+    t2_pub = reference_table(ctx, study, f"{study.task}-table2")
     for rec in t2_pub.to_dict("records") if t2_pub is not None else []:
         t2.append({
             "run": f"{rec['model']} (published)",
@@ -104,7 +104,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         who = "" if len(distinct) == 1 else " (" + ", ".join(
             k for k, v in gold.items() if v == counts) + ")"
         t3.append({"run": f"gold{who}", **dict(zip(labels, counts, strict=True))})
-    t3_pub = reference_table(study, ctx.ref, f"{study.task}-table3")
+    t3_pub = reference_table(ctx, study, f"{study.task}-table3")
     for rec in t3_pub.to_dict("records") if t3_pub is not None else []:
         name = "gold (published)" if rec["model"] == "gold" else f"{rec['model']} (published)"
         t3.append({"run": name, **dict(zip(labels, (rec["supported"], rec["refuted"], rec["nei"]),
