@@ -70,3 +70,69 @@ def test_conditions_come_from_the_task_modules():
     assert ONCOLOGY_RCT.conditions() == tuple(CONDITIONS)
     assert MEDEVIDENCE.conditions() == ("closed_book", "evidence")
     assert MEDREQAL.conditions() == ()
+
+
+#: the number each paper leads with: the oncology study summarises performance "using F1-score
+#: (and accuracy)" over valid replies; MedEvidence, MedREQAL and HealthFC lead with accuracy
+PRIMARY = {
+    "oncology_rct": "macro_f1_valid",
+    "medevidence": "accuracy_all",
+    "medreqal": "accuracy_all",
+    "healthfc": "accuracy_all",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_the_primary_number_leads_and_the_valid_rate_follows(name):
+    names = [h.name for h in STUDIES[name].headline]
+    assert names[0] == PRIMARY[name] and names[-1] == "valid_rate"
+
+
+def _logged_order(metrics, values):
+    from med_evals.scorers.headline import metric_values
+
+    return list(metric_values(metrics, values))
+
+
+@pytest.mark.parametrize("full", [False, True], ids=["headline", "full"])
+def test_the_logged_metrics_start_with_the_primary_number(full):
+    """Inspect logs a scorer's metrics in order and the viewer's score column is the first:
+    it showed the oncology valid rate, so models looked ranked by validity."""
+    from med_evals.scorers.effect import effect_metrics, effect_value
+    from med_evals.scorers.outcome import outcome_metrics, outcome_value
+    from med_evals.scorers.verdict import verdict_metrics
+
+    def oncology(conditions):
+        return {
+            f"{c}-{i}": dict(outcome_value(r, "POSITIVE", c, i))
+            for c in conditions
+            for i, r in enumerate(["POSITIVE", "NEGATIVE", "maybe"])
+        }
+
+    one = _logged_order(outcome_metrics(None, full=full), oncology(["title_abstract"]))
+    assert one[:3] == ["macro_f1_valid", "accuracy_valid", "valid_rate"]
+    two = _logged_order(outcome_metrics(None, full=full), oncology(["title_abstract", "doi_only"]))
+    assert two[0] == "title_abstract/macro_f1_valid"
+    def labelled(labels):
+        return {
+            str(i): {"prediction": p, "target": labels[0], "valid": p != "INVALID",
+                     "correct": int(p == labels[0]), "condition": "evidence"}
+            for i, p in enumerate([labels[0], labels[1], "INVALID"])
+        }  # fmt: skip
+
+    accuracy_first = ["accuracy_all", "macro_f1_all", "valid_rate"]
+    replies = ["**Answer**: Higher", "**Answer**: Lower", "Higher"]
+    effect_values = {
+        str(i): effect_value(r, "higher", "five", "evidence", "high") for i, r in enumerate(replies)
+    }
+    effect = _logged_order(effect_metrics("five", full=full), effect_values)
+    assert effect[:3] == accuracy_first
+    verdict = _logged_order(verdict_metrics(full=full)[:1], labelled(MEDREQAL.labels()))
+    assert verdict == accuracy_first  # the first metric: the headline (ROUGE-L etc. after it)
+
+
+def test_medevidence_macro_f1_is_marked_ours():
+    f1 = MEDEVIDENCE.headline_by_name("macro_f1_all")
+    assert f1.source == "ours" and "authors" in f1.why
+    assert MEDEVIDENCE.headline_by_name("accuracy_all").source == "paper"
+    assert all(h.why for s in STUDIES.values() for h in s.headline if h.source == "ours")
