@@ -16,9 +16,9 @@ from .oncology_support import FIXTURE_CSV
 INSPECT = str(Path(sys.executable).parent / "inspect")
 
 
-def inspect_cmd(tmp: Path, *args: str, env: dict | None = None) -> tuple[int, str]:
-    """Run ``inspect <args>`` in ``tmp``; (exit code, stdout + stderr)."""
-    proc = subprocess.run(
+def inspect_run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run ``inspect <args>`` in ``tmp``."""
+    return subprocess.run(
         [INSPECT, *args],
         cwd=tmp,
         capture_output=True,
@@ -27,7 +27,22 @@ def inspect_cmd(tmp: Path, *args: str, env: dict | None = None) -> tuple[int, st
         # a wide console: each message is one line, whatever the terminal
         env={**os.environ, "COLUMNS": "300", **(env or {})},
     )
+
+
+def inspect_cmd(tmp: Path, *args: str, env: dict | None = None) -> tuple[int, str]:
+    """Run ``inspect <args>`` in ``tmp``; (exit code, stdout + stderr)."""
+    proc = inspect_run(tmp, *args, env=env)
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def stderr_line(tmp: Path, *args: str, display: str = "none") -> str:
+    """The one line a run that must fail before it starts prints: exit 1, nothing on stdout,
+    one line on stderr, whatever the display."""
+    proc = inspect_run(tmp, *args, "--display", display)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert not proc.stdout.strip() and len(lines) == 1, proc.stdout + proc.stderr
+    return lines[0]
 
 
 def short_error(tmp: Path, *args: str, env: dict | None = None) -> str:
@@ -135,13 +150,66 @@ def test_provider_errors_raise_fails_the_gate(tmp_path):
     assert code == 0, out
 
 
-def test_display_none_hides_the_message_but_not_the_exit_code(tmp_path):
-    """Inspect's `--display none` silences its console, this message included (docs/ci.md)."""
-    code, out = inspect_cmd(
-        tmp_path, "eval", ONCOLOGY, "-T", "seed=abc", "--model", "mockllm/model",
-        "--display", "none",
-    )  # fmt: skip
-    assert code == 1 and "seed=abc" not in out and "Traceback" not in out
+def test_the_message_reaches_stderr_once_whatever_the_display(tmp_path):
+    """Inspect prints a PrerequisiteError through its console, which `--display none` silences
+    (the run exited 1 and printed nothing); ours print themselves, once, on stderr."""
+    args = ["eval", ONCOLOGY, "-T", "seed=abc", "--model", "mockllm/model"]
+    for display in ("none", "plain", "full"):
+        line = stderr_line(tmp_path, *args, display=display)
+        assert line == "med_evals: oncology_rct: -T seed=abc: must be an integer"
+
+
+def test_a_misspelt_parameter_stops_the_run(tmp_path):
+    """Inspect warned "param 'conditon' not used", ran the default condition and exited 0."""
+    trials = f"trials_file={FIXTURE_CSV}"
+    for command in ("eval", "eval-set"):
+        args = [command, ONCOLOGY, "-T", "conditon=doi_only", "-T", trials]
+        args += ["--model", "mockllm/model", "--log-dir", f"logs-{command}"]
+        assert stderr_line(tmp_path, *args) == (
+            "med_evals: oncology_rct: -T conditon=doi_only: unknown parameter; "
+            "did you mean -T condition?"
+        )
+        assert not list_eval_logs(str(tmp_path / f"logs-{command}"))  # no sample ran
+
+
+def test_limit_0_says_that_nothing_ran(tmp_path):
+    """Inspect runs no sample and exits 0 (nothing of ours can stop it); the run says so."""
+    args = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model"]
+    proc = inspect_run(tmp_path, *args, "--limit", "0", "--display", "none", "--log-dir", "l")
+    [info] = list_eval_logs(str(tmp_path / "l"))
+    log = info.name.removeprefix("file://")
+    assert proc.returncode == 0 and not proc.stdout.strip()
+    assert [line for line in proc.stderr.splitlines() if "med_evals" in line] == [
+        f"med_evals: oncology_rct: 0 samples (--limit 0): nothing was evaluated; log {log}"
+    ]
+    proc = inspect_run(tmp_path, *args, "--limit", "1", "--display", "none", "--log-dir", "l1")
+    assert proc.returncode == 0 and "med_evals" not in proc.stderr + proc.stdout
+
+
+def test_replay_files_that_cannot_serve_the_task(tmp_path):
+    """Each was found only during the run (every sample failing, exit 0) or, for a file that is
+    not UTF-8, as 239 lines of traceback; now one line before any sample."""
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"id": "title_abstract-000", "reply": "POSIT\xe9VE"}\n')
+    (tmp_path / "empty.jsonl").write_text("\n")
+    other = recording(tmp_path, [{"task": "medevidence", "id": "evidence-1-1", "reply": "x"}])
+    ids = other.with_name("ids.jsonl")
+    ids.write_text(json.dumps({"id": "closed_book-1-1", "reply": "x"}) + "\n")
+    expected = {
+        latin: f"med_evals: {latin}: line 1: not UTF-8 text (byte 0xe9); a replay file holds "
+        "JSON lines in UTF-8",
+        tmp_path / "empty.jsonl": f"med_evals: {tmp_path / 'empty.jsonl'}: no record (the file "
+        "is empty or blank); a replay file holds one JSON line per recorded call",
+        other: f"med_evals: replay: {other} has no record for task 'oncology_rct': its records "
+        "are for medevidence",
+        ids: f"med_evals: replay: {ids} has no record for any sample of this oncology_rct run: "
+        "it records ids such as 'closed_book-1-1', the run's are such as 'title_abstract-000' "
+        "(sample ids: docs/models.md)",
+    }
+    for path, message in expected.items():
+        args = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", f"replay/{path}"]
+        assert stderr_line(tmp_path, *args, "--log-dir", "l") == message
+    assert not list_eval_logs(str(tmp_path / "l"))
 
 
 def test_a_one_trial_file_names_the_file(tmp_path):

@@ -34,7 +34,7 @@ TASKS = [oncology_rct, medreqal, healthfc, medevidence, counterfactual_build, co
 
 
 def one(check, value):
-    return check_params("t", {"x": value}, x=check).x
+    return check_params("t", {"x": value, "unknown": {}}, x=check).x
 
 
 def bad(check, value) -> str:
@@ -90,14 +90,17 @@ def test_enumerations_list_their_values():
 def test_flip_pairs_name_known_conditions_in_the_run():
     pairs = Pairs(values=CONDITIONS, groups=GROUPS, within="c")
     c = Choice(values=CONDITIONS, groups=GROUPS, many=True)
-    got = check_params("t", {"p": "title_abstract:doi_only", "c": "study"}, p=pairs, c=c)
+    def values(p, c):
+        return {"p": p, "c": c, "unknown": {}}
+
+    got = check_params("t", values("title_abstract:doi_only", "study"), p=pairs, c=c)
     assert got.p == ["title_abstract:doi_only"]
     with pytest.raises(ParamError, match="names an unknown condition 'nosuch'; choose from"):
-        check_params("t", {"p": "title_abstract:nosuch", "c": "all"}, p=pairs, c=c)
+        check_params("t", values("title_abstract:nosuch", "all"), p=pairs, c=c)
     with pytest.raises(ParamError, match="'title_abstract' is not a pair a:b"):
-        check_params("t", {"p": "title_abstract", "c": "all"}, p=pairs, c=c)
+        check_params("t", values("title_abstract", "all"), p=pairs, c=c)
     with pytest.raises(ParamError, match="compares doi_only, not in this run; add doi_only"):
-        check_params("t", {"p": "title_abstract:doi_only", "c": "title_abstract"}, p=pairs, c=c)
+        check_params("t", values("title_abstract:doi_only", "title_abstract"), p=pairs, c=c)
 
 
 def test_paths(tmp_path):
@@ -115,9 +118,62 @@ def test_paths(tmp_path):
 
 def test_every_parameter_needs_exactly_one_check():
     with pytest.raises(TypeError, match=r"no check for \['y'\]"):
-        check_params("t", {"x": 1, "y": 2}, x=Integer())
+        check_params("t", {"x": 1, "y": 2, "unknown": {}}, x=Integer())
     with pytest.raises(TypeError, match=r"a check but no parameter for \['z'\]"):
-        check_params("t", {"x": 1}, x=Integer(), z=Integer())
+        check_params("t", {"x": 1, "unknown": {}}, x=Integer(), z=Integer())
+    with pytest.raises(TypeError, match=r"must end with \*\*unknown"):
+        check_params("t", {"x": 1}, x=Integer())
+
+
+def test_an_unknown_parameter_names_the_closest_one():
+    msg = "t: -T conditon=doi_only: unknown parameter; did you mean -T condition?"
+    with pytest.raises(ParamError, match=msg.replace("?", r"\?")):
+        check_params("t", {"condition": "x", "unknown": {"conditon": "doi_only"}},
+                     condition=Text())  # fmt: skip
+    with pytest.raises(ParamError, match="-T zzz=1: unknown parameter; the parameters are a, b"):
+        check_params("t", {"a": 1, "b": 2, "unknown": {"zzz": 1}}, a=Integer(), b=Integer())
+
+
+#: a misspelling of one parameter of each task, and the parameter it should name
+MISSPELT = {
+    "oncology_rct": ("conditon", "condition"),
+    "medreqal": ("promt", "prompt"),
+    "healthfc": ("evidense", "evidence"),
+    "medevidence": ("label", "labels"),
+    "counterfactual_build": ("max_outcome_changes", "max_outcome_change"),
+    "counterfactual_judges": ("judges", "judge"),
+}
+
+
+@pytest.mark.parametrize("task_fn", TASKS, ids=lambda t: t.__name__)
+def test_every_task_refuses_an_unknown_parameter(task_fn, tmp_path, monkeypatch):
+    """Inspect drops a parameter the task's signature does not name, with a warning, and runs
+    the defaults; every task takes **unknown, so the misspelling stops it before any data is
+    read (the data directory is empty here)."""
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path))
+    wrong, right = MISSPELT[task_fn.__name__]
+    params = pyinspect.signature(task_fn).parameters
+    assert params["unknown"].kind is pyinspect.Parameter.VAR_KEYWORD and right in params
+    with pytest.raises(ParamError) as err:
+        task_fn(**{wrong: "x"})
+    assert str(err.value) == (
+        f"{task_fn.__name__}: -T {wrong}=x: unknown parameter; did you mean -T {right}?"
+    )
+
+
+def test_the_log_records_the_same_task_args_as_before(tmp_path):
+    """**unknown adds nothing to the task_args Inspect records (the report and the gate read
+    them): every named parameter with its value, and the passed ones as passed."""
+    from inspect_ai import eval as inspect_eval
+
+    (log,) = inspect_eval(
+        "med_evals/oncology_rct", task_args={"trials_file": str(FIXTURE_CSV), "seed": 3},
+        model="mockllm/model", limit=1, log_dir=str(tmp_path), display="none",
+    )  # fmt: skip
+    named = [p for p in pyinspect.signature(oncology_rct).parameters if p != "unknown"]
+    assert list(log.eval.task_args) == named
+    assert log.eval.task_args["seed"] == 3 and log.eval.task_args["condition"] == "title_abstract"
+    assert log.eval.task_args_passed == {"trials_file": str(FIXTURE_CSV), "seed": 3}
 
 
 @pytest.mark.parametrize("task_fn", TASKS, ids=lambda t: t.__name__)
@@ -125,7 +181,9 @@ def test_every_task_checks_every_parameter(task_fn, tmp_path, monkeypatch):
     monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path))  # empty: nothing is downloaded
     with pytest.raises(DatasetError):  # the defaults pass the checks, then the data is missing
         task_fn()
-    for name in pyinspect.signature(task_fn).parameters:
+    for name, param in pyinspect.signature(task_fn).parameters.items():
+        if param.kind is pyinspect.Parameter.VAR_KEYWORD:
+            continue
         # a mapping is no valid value of any parameter
         with pytest.raises(ParamError, match=f"-T {name}="):
             task_fn(**{name: {"a": 1}})

@@ -4,15 +4,21 @@ Inspect has no public home for these yet; if a release moves them, only this mod
 
 - ``PrerequisiteError``: Inspect's error for a problem the user must fix before a run. Raised
   while ``inspect eval`` builds its tasks or models, the CLI prints its message alone, without a
-  traceback, and exits 1. Raised during a run, Inspect ends the task with status ``error`` and
+  traceback, and exits 1 (but through its console, which ``--display none`` silences: see
+  :class:`InputError`). Raised during a run, Inspect ends the task with status ``error`` and
   shows its usual error panel (with a traceback).
 - ``TerminateSampleError``: ends one sample (used to record provider failures as ERROR).
 - ``registry_unqualified_name``: a metric's name as Inspect logs it (without the package).
 - ``with_metrics``: give one scorer other metrics, as ``Task(metrics=...)`` does for all of a
   task's scorers (through the scorer's registry entry, like Inspect's own override).
+- ``active_model``: the model under evaluation while Inspect builds a task (None outside a run;
+  unlike ``get_model()``, it never creates one).
 """
 
 from __future__ import annotations
+
+import sys
+from types import TracebackType
 
 from inspect_ai._util.error import PrerequisiteError
 from inspect_ai._util.exception import TerminateSampleError
@@ -22,11 +28,13 @@ from inspect_ai._util.registry import (
     registry_unqualified_name,
     set_registry_info,
 )
+from inspect_ai.model._model import active_model
 from inspect_ai.scorer import Metric, Scorer
 from rich.markup import escape
 
 __all__ = [
     "InputError",
+    "active_model",
     "PrerequisiteError",
     "TerminateSampleError",
     "registry_unqualified_name",
@@ -48,9 +56,40 @@ class InputError(ValueError, PrerequisiteError):
 
     A ``ValueError`` for Python callers; for ``inspect eval`` a ``PrerequisiteError``, so the
     command prints ``med_evals: <message>`` without a traceback and exits 1.
+
+    Inspect prints an uncaught ``PrerequisiteError`` from its exception hook through its rich
+    console, to stdout, and ``--display none`` makes that console quiet: the run exited 1 and
+    printed nothing. So creating an InputError puts :func:`_print_uncaught_input_error` in
+    front of whatever ``sys.excepthook`` is then (Inspect's, once ``inspect eval`` has started):
+    an InputError that ends the process is printed by us, one line on stderr, whatever the
+    display, and Inspect's hook is not called for it (so it is printed once); every other
+    exception goes to the hook as before. A Python caller that catches the error sees nothing.
     """
 
     def __init__(self, message: str) -> None:
         ValueError.__init__(self, message)
         # Inspect prints the message with rich markup: escape brackets such as "[methods]"
         self.message = escape(f"med_evals: {message}")
+        _install_excepthook()
+
+
+def _install_excepthook() -> None:
+    """Put :func:`_print_uncaught_input_error` in front of the current ``sys.excepthook``
+    (once: a hook already ours is left alone)."""
+    current = sys.excepthook
+    if getattr(current, "_med_evals_input_errors", False):
+        return
+
+    def hook(kind: type[BaseException], ex: BaseException, tb: TracebackType | None) -> None:
+        if isinstance(ex, InputError):
+            _print_uncaught_input_error(ex)
+        else:
+            current(kind, ex, tb)
+
+    setattr(hook, "_med_evals_input_errors", True)  # noqa: B010 - an attribute of a function
+    sys.excepthook = hook
+
+
+def _print_uncaught_input_error(ex: InputError) -> None:
+    """``med_evals: <message>`` on stderr (the interpreter then exits 1, as Inspect's would)."""
+    print(f"med_evals: {ex}", file=sys.stderr, flush=True)

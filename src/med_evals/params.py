@@ -6,7 +6,16 @@
 ``None``; Python callers pass strings. Each ``@task`` function calls :func:`check_params` first,
 with one check per parameter::
 
-    p = check_params("oncology_rct", locals(), seed=Integer(), published_after=IsoDate(), ...)
+    @task
+    def oncology_rct(condition: str = "title_abstract", seed: int = 0, ..., **unknown: Any):
+        p = check_params("oncology_rct", locals(), seed=Integer(), published_after=IsoDate(), ...)
+
+Every task ends its signature with ``**unknown``: Inspect's ``task_create`` passes a task only
+the parameters its signature names, and warns about and drops any other (``-T conditon=...``
+would run the default condition); a task that takes ``**unknown`` gets them all, and
+:func:`check_params` refuses any it does not know, naming the closest parameter. Inspect records
+the arguments passed through ``**unknown`` under their own names, so a valid run's ``task_args``
+in the log are the same as without it (an empty ``unknown`` records nothing).
 
 Each check accepts what Inspect's parsing and a Python caller produce, and nothing else:
 booleans only true/false, integers only integers, enumerations only their values (the message
@@ -17,6 +26,7 @@ pass instead; ``inspect eval`` prints it as one line, without a traceback.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -292,24 +302,51 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
+#: The name of every task's catch-all ``**unknown`` parameter.
+CATCH_ALL = "unknown"
+
+
+def unknown_params(task: str, passed: Mapping[str, Any], known: Collection[str]) -> ParamError:
+    """The error for parameters a task does not take: each named with the closest known one."""
+    parts = []
+    for name in sorted(passed):
+        close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+        hint = f"did you mean -T {close[0]}?" if close else f"the parameters are {', '.join(known)}"
+        parts.append(f"-T {name}={_shown(passed[name])}: unknown parameter; {hint}")
+    return ParamError(f"{task}: " + "; ".join(parts))
+
+
 def check_params(task: str, values: Mapping[str, Any], **checks: Check) -> SimpleNamespace:
     """Check and normalise a task's parameters; returns them as attributes.
 
     Args:
         task: The task's name, for messages.
-        values: The parameters as passed (``locals()`` at the top of the task function).
+        values: The parameters as passed (``locals()`` at the top of the task function), with
+            the task's catch-all ``unknown`` (:data:`CATCH_ALL`): the parameters its signature
+            does not name.
         checks: One check per parameter: a parameter without one, or a check without a
             parameter, is a programming error (``TypeError``), so no parameter goes unchecked.
 
     Raises:
-        ParamError: ``<task>: -T <name>=<value>: <what is wrong>``.
+        ParamError: ``<task>: -T <name>=<value>: <what is wrong>``; for a parameter the task
+            does not take, ``<task>: -T <name>=<value>: unknown parameter; did you mean -T
+            <closest>?`` (checked before any value).
     """
+    if not isinstance(values.get(CATCH_ALL), Mapping):
+        raise TypeError(
+            f"{task}: the task function must end with **{CATCH_ALL}, so that check_params "
+            "sees the parameters it does not take (Inspect would drop them with a warning)"
+        )
+    passed = values[CATCH_ALL]
+    values = {k: v for k, v in values.items() if k != CATCH_ALL}
     unchecked, unknown = sorted(set(values) - set(checks)), sorted(set(checks) - set(values))
     if unchecked or unknown:
         raise TypeError(
             f"{task}: check_params needs one check per parameter: no check for "
             f"{unchecked or 'none'}, a check but no parameter for {unknown or 'none'}"
         )
+    if passed:
+        raise unknown_params(task, passed, list(checks))
     out: dict[str, Any] = {}
 
     def error(name: str, ex: _Bad) -> ParamError:

@@ -168,3 +168,38 @@ def test_jsonl_usage_is_carried(tmp_path):
     (rec,) = read_recording(path)[("*", "7", 1)]
     assert rec.output.completion == "POSITIVE"
     assert (rec.output.usage.input_tokens, rec.output.usage.total_tokens) == (120, 122)
+
+
+def test_a_file_that_is_not_utf8_is_named_with_its_line(tmp_path):
+    path = tmp_path / "latin.jsonl"
+    path.write_bytes(b'{"id": "a", "reply": "x"}\n{"id": "b", "reply": "POSIT\xe9VE"}\n')
+    with pytest.raises(ReplayError, match=r"latin\.jsonl: line 2: not UTF-8 text \(byte 0xe9\)"):
+        read_recording(path)
+    bom = tmp_path / "bom.jsonl"
+    bom.write_bytes(b'\xef\xbb\xbf{"id": "a", "reply": "x"}\r\n')  # Windows editors write these
+    assert list(read_recording(bom)) == [("*", "a", 1)]
+
+
+@pytest.mark.parametrize("text", ["", "\n \n"])
+def test_an_empty_file_is_refused(tmp_path, text):
+    path = tmp_path / "empty.jsonl"
+    path.write_text(text)
+    with pytest.raises(ReplayError, match=r"empty\.jsonl: no record \(the file is empty or blank"):
+        read_recording(path)
+
+
+def test_a_recording_for_no_sample_of_the_task_stops_it_before_the_run(fixture_data, tmp_path):
+    """Built by name under the replayed model (as `inspect eval` builds it), the task checks
+    that the recording serves at least one of its samples; a Task built in Python before the
+    model is known cannot, and fails sample by sample (test_records_of_another_task_...)."""
+    ids = [s.id for s in oncology_rct(condition="title_abstract").dataset]
+    rows = [{"task": "medreqal", "id": i, "reply": "POSITIVE"} for i in ids]
+    other = _write_jsonl(tmp_path / "other.jsonl", rows)
+    with pytest.raises(ReplayError, match="has no record for task 'oncology_rct': its records "
+                       "are for medreqal"):  # fmt: skip
+        inspect_eval("med_evals/oncology_rct", model=f"replay/{other}", display="none",
+                     log_dir=str(tmp_path / "l"))  # fmt: skip
+    partial = _write_jsonl(tmp_path / "one.jsonl", [{"id": ids[0], "reply": "POSITIVE"}])
+    (log,) = inspect_eval("med_evals/oncology_rct", model=f"replay/{partial}", display="none",
+                          log_dir=str(tmp_path / "l"), limit=1)  # fmt: skip
+    assert log.status == "success"  # one recorded sample is enough to start

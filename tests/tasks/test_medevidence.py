@@ -50,6 +50,16 @@ def test_prompts_closed_book_and_evidence(fixture_data):
     assert samples["evidence-90000001-1"].target == "lower"
 
 
+def test_the_log_says_what_is_the_papers_and_what_is_ours(fixture_data):
+    evidence = medevidence().metadata["fidelity"]
+    assert "the paper's headline accuracies come from the full texts" in evidence["evidence"]
+    assert "closed_book" not in evidence
+    assert evidence["macro_f1"].startswith("ours: ")
+    assert evidence["long_prompts"].startswith("not implemented: ")
+    both = medevidence(condition="closed_book,evidence").metadata["fidelity"]
+    assert both["closed_book"].startswith("ours: the question alone; the authors' code has no")
+
+
 def test_three_way_scheme_targets_and_prompt(fixture_data):
     task = medevidence(labels="three")
     targets = {s.metadata["question_id"]: s.target for s in task.dataset}

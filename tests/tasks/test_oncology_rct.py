@@ -11,6 +11,7 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import get_model
 
 from med_evals.cli import main as cli_main
+from med_evals.params import ParamError
 from med_evals.tasks.oncology_controls import make_controls, seeded_derangement
 from med_evals.tasks.oncology_rct import (
     CONDITIONS,
@@ -82,6 +83,32 @@ def test_exact_prompt_of_every_condition(fixture_data):
     assert re.fullmatch(r"DOI: 10\.1200/JCO\.19\.\d{5}", synthetic)
     assert synthetic[5:] not in set(fixture_data.doi)
     assert re.fullmatch(r"Identifier: [0-9A-F]{12}", _inputs("irrelevant_identifier")[0].input)
+
+
+def test_counterfactual_title_only_edited_by_default_or_all_trials(fixture_data):
+    """Default: the trials whose title was edited (ours); ``all``: every trial, an unchanged
+    title scored against the inverted label. Both are labelled in the log's metadata."""
+    edited = oncology_rct(condition="counterfactual_title_only")
+    every = oncology_rct(condition="counterfactual_title_only", title_only_trials="all")
+    assert [s.metadata["trial"] for s in edited.dataset] == [2]
+    assert [s.metadata["trial"] for s in every.dataset] == list(range(len(fixture_data)))
+    for s in every.dataset:
+        row = fixture_data.iloc[s.metadata["trial"]]
+        assert s.input == f"Title: {row.counterfactual_title}"
+        assert s.target == ("NEGATIVE" if row.Annotation_accept == "POSITIVE" else "POSITIVE")
+    counts = {"titles_edited": 1, "titles_unchanged": len(fixture_data) - 1}
+    label = edited.metadata["counterfactual_title_only"]
+    assert label == {**counts, "trials": "edited", "trials_rule": label["trials_rule"]}
+    assert label["trials_rule"].startswith("ours: only the trials whose counterfactual title")
+    assert every.metadata["counterfactual_title_only"]["trials"] == "all"
+    assert "scored against the inverted label" in every.metadata["counterfactual_title_only"][
+        "trials_rule"
+    ]
+    with pytest.raises(ParamError, match="title_only_trials=all: applies to the "
+                       "counterfactual_title_only condition, which this run does not include"):
+        oncology_rct(condition="study", title_only_trials="all")
+    with pytest.raises(ParamError, match="choose from edited, all"):
+        oncology_rct(condition="appendix", title_only_trials="some")
 
 
 def test_targets_and_inverted_counterfactual_targets(fixture_data):
@@ -212,6 +239,10 @@ def test_single_condition_has_plain_metric_names(fixture_data):
     )
     m = _metrics(log)
     assert m[("headline", "accuracy_valid")] == 1.0 and m[("headline", "macro_f1_valid")] == 1.0
+    # the viewer's score column is the first metric: the study's F1, not the valid rate
+    assert list(log.results.scores[0].metrics)[:3] == [
+        "macro_f1_valid", "accuracy_valid", "valid_rate",
+    ]  # fmt: skip
     assert m[("counts", "n_valid")] == 6
     sample = log.samples[0]
     assert sample.scores["trial_outcome"].value["condition"] == "title_abstract"

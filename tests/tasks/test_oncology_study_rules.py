@@ -55,7 +55,8 @@ def test_counterfactual_title_only_takes_edited_titles(tmp_path, monkeypatch):
     cf = [s for s in task.dataset if s.metadata["condition"] == "counterfactual_title_only"]
     assert [s.metadata["trial"] for s in cf] == [2]  # the fixture's one edited title
     assert cf[0].target != cf[0].metadata["ground_truth"]
-    assert task.metadata["counterfactual_title_only"] == {"titles_edited": 1, "titles_unchanged": 5}
+    label = task.metadata["counterfactual_title_only"]
+    assert (label["titles_edited"], label["titles_unchanged"], label["trials"]) == (1, 5, "edited")
     assert "counterfactual_title_only" not in oncology_rct().metadata
 
 
@@ -71,6 +72,9 @@ def test_counterfactual_titles_of_the_study(shared_datasets, monkeypatch):
     task = oncology_rct(condition="counterfactual_title_only")
     assert len(task.dataset) == 13
     assert task.metadata["counterfactual_title_only"]["titles_unchanged"] == 237
+    every = oncology_rct(condition="counterfactual_title_only", title_only_trials="all")
+    assert len(every.dataset) == 250
+    assert every.metadata["counterfactual_title_only"]["trials"] == "all"
 
 
 def test_fixture_titles():

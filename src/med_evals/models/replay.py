@@ -19,10 +19,14 @@ Every generate call is keyed by the running task, sample id and epoch (Inspect's
 A call with no record stops the run with an error naming the file and the key: never a silent
 default reply. Nothing is random, so re-scoring a recorded run gives the same numbers each time.
 
-A recording that cannot be read is a :class:`ReplayError`, raised when the model is created:
-``inspect eval`` prints its one-line message without a traceback and exits 1. A missing record
-is found only during the run: the task ends with status ``error`` and Inspect shows the message
-in its error panel (``inspect eval`` then exits 0; ``inspect eval-set`` exits 1).
+A recording that cannot be read (not UTF-8, not JSON lines, empty, a log without samples) is a
+:class:`ReplayError`, raised when the model is created; a recording with no record for any
+sample of the task (its records are for another task, or its ids are not the task's) is one
+raised when the task is built (:func:`check_covers`, called by every task). Both come before
+any sample runs: ``inspect eval`` prints the one-line message without a traceback and exits 1.
+A record missing for some samples is found only during the run: the task ends with status
+``error`` and Inspect shows the message in its error panel (``inspect eval`` then exits 0;
+``inspect eval-set`` exits 1). How each task forms its sample ids: docs/models.md.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,7 +51,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from med_evals._compat import InputError, PrerequisiteError
+from med_evals._compat import InputError, PrerequisiteError, active_model
 
 ANY_TASK = "*"
 """Task key of a JSONL record without ``task``: it serves any task."""
@@ -85,36 +90,52 @@ def _output(reply: str, model: str, usage: dict[str, Any] | None) -> ModelOutput
 
 
 def read_jsonl(path: Path) -> dict[Key, list[Recorded]]:
-    """Records of a JSONL replay file, keyed by (task, sample id, epoch), calls in file order."""
+    """Records of a JSONL replay file, keyed by (task, sample id, epoch), calls in file order.
+
+    The file must be UTF-8 (a byte-order mark is allowed) and hold at least one record.
+    """
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as ex:
+        at = data.count(b"\n", 0, ex.start) + 1
+        raise ReplayError(
+            f"{path}: line {at}: not UTF-8 text (byte 0x{data[ex.start]:02x}); a replay "
+            "file holds JSON lines in UTF-8"
+        ) from None
     records: dict[Key, list[Recorded]] = defaultdict(list)
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as ex:
-                raise ReplayError(f"{path}: line {lineno}: not JSON ({ex.msg})") from None
-            if not isinstance(row, dict):
-                raise ReplayError(f"{path}: line {lineno}: expected a JSON object")
-            sample_id = row.get("id", row.get("sample_id"))
-            if sample_id is None:
-                raise ReplayError(f"{path}: line {lineno}: no 'id' (sample id)")
-            if "reply" not in row:
-                raise ReplayError(f"{path}: line {lineno}: no 'reply' (null for a failed call)")
-            reply, error = row["reply"], row.get("error")
-            if reply is not None and not isinstance(reply, str):
-                raise ReplayError(f"{path}: line {lineno}: 'reply' must be a string or null")
-            try:
-                epoch = int(row.get("epoch", 1))
-            except (TypeError, ValueError):
-                raise ReplayError(f"{path}: line {lineno}: 'epoch' must be an integer") from None
-            key = (task_key(row.get("task")), str(sample_id), epoch)
-            if reply is None:
-                rec = Recorded(None, str(error or "recorded call failed (reply is null)"))
-            else:
-                rec = Recorded(_output(reply, row.get("model") or "replay", row.get("usage")))
-            records[key].append(rec)
+    for lineno, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as ex:
+            raise ReplayError(f"{path}: line {lineno}: not JSON ({ex.msg})") from None
+        if not isinstance(row, dict):
+            raise ReplayError(f"{path}: line {lineno}: expected a JSON object")
+        sample_id = row.get("id", row.get("sample_id"))
+        if sample_id is None:
+            raise ReplayError(f"{path}: line {lineno}: no 'id' (sample id)")
+        if "reply" not in row:
+            raise ReplayError(f"{path}: line {lineno}: no 'reply' (null for a failed call)")
+        reply, error = row["reply"], row.get("error")
+        if reply is not None and not isinstance(reply, str):
+            raise ReplayError(f"{path}: line {lineno}: 'reply' must be a string or null")
+        try:
+            epoch = int(row.get("epoch", 1))
+        except (TypeError, ValueError):
+            raise ReplayError(f"{path}: line {lineno}: 'epoch' must be an integer") from None
+        key = (task_key(row.get("task")), str(sample_id), epoch)
+        if reply is None:
+            rec = Recorded(None, str(error or "recorded call failed (reply is null)"))
+        else:
+            rec = Recorded(_output(reply, row.get("model") or "replay", row.get("usage")))
+        records[key].append(rec)
+    if not records:
+        raise ReplayError(
+            f"{path}: no record (the file is empty or blank); a replay file holds one JSON "
+            "line per recorded call"
+        )
     return dict(records)
 
 
@@ -167,6 +188,17 @@ def read_recording(path: str | Path) -> dict[Key, list[Recorded]]:
     raise ReplayError(f"{p}: a replay recording is a .jsonl file, an Inspect log or a directory")
 
 
+def check_covers(task: str, sample_ids: Iterable[str]) -> None:
+    """Called by every task once its samples are built: when the model under evaluation replays
+    a recording, at least one of the samples must have a record in it (else
+    :class:`ReplayError`, before any sample runs). Any other model, or none (a Task built in
+    Python), passes."""
+    model = active_model()
+    api = getattr(model, "api", None)
+    if isinstance(api, ReplayAPI):
+        api.check_covers(task, sample_ids)
+
+
 class ReplayAPI(ModelAPI):
     """Replays a recording; ``model_name`` (or ``-M file=...``) is its path."""
 
@@ -189,6 +221,26 @@ class ReplayAPI(ModelAPI):
 
     def max_connections(self) -> int:
         return 32
+
+    def check_covers(self, task: str, sample_ids: Iterable[str]) -> None:
+        """Refuse a recording with no record for any of ``sample_ids`` of ``task``."""
+        name = task_key(task)
+        ids = [str(i) for i in sample_ids]
+        wanted = set(ids)
+        ours = [(sid, t) for t, sid, _ in self.records if t in (name, ANY_TASK)]
+        if any(sid in wanted for sid, _ in ours) or not ids:
+            return
+        if not ours:
+            others = sorted({t for t, _, _ in self.records})
+            raise ReplayError(
+                f"replay: {self.path} has no record for task {name!r}: its records are for "
+                f"{', '.join(others)}"
+            )
+        raise ReplayError(
+            f"replay: {self.path} has no record for any sample of this {name} run: it "
+            f"records ids such as {ours[0][0]!r}, the run's are such as {ids[0]!r} "
+            "(sample ids: docs/models.md)"
+        )
 
     def _key(self) -> tuple[str, Key]:
         active = sample_active()

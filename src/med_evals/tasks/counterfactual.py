@@ -15,6 +15,8 @@ original abstracts for coherence and naturalness, or name the edited one of a pa
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
@@ -40,6 +42,7 @@ from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_c
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.studies import TOOL_VERSIONS
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
+from med_evals.tasks.run_checks import before_run
 
 BUILD_SYSTEM = (
     "You edit abstracts of randomized controlled oncology trials to create counterfactual "
@@ -91,6 +94,7 @@ def counterfactual_build(
     max_title_change: float = 0.2,
     data_dir: str | None = None,
     subset: str | None = None,
+    **unknown: Any,
 ) -> Task:
     """Have a model write counterfactual abstracts (primary-endpoint result flipped); a grader
     (``--model-role grader=...``) verifies each flip. Export: ``med-evals
@@ -108,6 +112,7 @@ def counterfactual_build(
             study's 13 edited titles: largest 15%).
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
+        unknown: Any other parameter is refused before the run, naming the closest one.
     """
     p = check_params(
         "counterfactual_build",
@@ -147,6 +152,7 @@ def counterfactual_build(
         )
     if not samples:
         raise ValueError(f"nothing to build: all {len(df)} trials are already accepted in {resume}")
+    before_run("counterfactual_build", samples)
     return Task(
         dataset=MemoryDataset(samples, name="counterfactual-build"),
         solver=[system_message(BUILD_SYSTEM), generate_or_record_error()],
@@ -175,6 +181,7 @@ def counterfactual_judges(
     attempts: int = 3,
     data_dir: str | None = None,
     subset: str | None = None,
+    **unknown: Any,
 ) -> Task:
     """A grader judges counterfactual abstracts (bind it: ``--model-role grader=...``).
 
@@ -187,6 +194,7 @@ def counterfactual_judges(
         attempts: Judge calls at most per item before it counts as a judge failure.
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
+        unknown: Any other parameter is refused before the run, naming the closest one.
     """
     p = check_params(
         "counterfactual_judges",
@@ -224,6 +232,7 @@ def counterfactual_judges(
         )
         for trial, row in df.iterrows()
     ]
+    before_run("counterfactual_judges", samples, model_called=False)  # only the grader is
     return Task(
         dataset=MemoryDataset(samples, name="counterfactual-judges"),
         solver=[],

@@ -97,6 +97,7 @@ def healthfc(
     subset: str | None = None,
     epochs: int = 1,
     metrics: str = "headline",
+    **unknown: Any,
 ) -> Task:
     """HealthFC with MedREQAL's prompts, parser and metrics.
 
@@ -117,6 +118,7 @@ def healthfc(
         epochs: Replies per claim (default 1); labels by majority, scores by mean.
         metrics: ``headline`` (default: accuracy, macro-F1, valid rate, ROUGE-L and BERTScore
             means) or ``full`` (the scorer's full metric set), as in ``medreqal``.
+        unknown: Any other parameter is refused before the run, naming the closest one.
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
     """

@@ -5,6 +5,12 @@ Systematic Reviews?", ICLR 2026.)
 250 questions from 66 Cochrane reviews, each with the abstracts of the review's cited studies;
 ``relevant_sources`` names those that answer a question. Closed book sends the question alone;
 evidence adds its relevant abstracts, as the authors' "barebones abstract" runs did.
+
+What is the paper's and what is ours (:data:`FIDELITY`, recorded in each log's metadata): the
+paper's headline accuracies come from the sources' full texts, ours from the abstracts file;
+closed book is ours (the authors' code has no such configuration); macro-F1 is ours (the
+authors' code computes accuracy, the parsable share and the confusion matrix); the authors'
+refine chain for prompts longer than a model's context is not implemented.
 """
 
 from __future__ import annotations
@@ -34,12 +40,27 @@ from med_evals.solvers import medevidence_prompts as prompts
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.studies import MEDEVIDENCE, METRIC_SETS
 from med_evals.subsets import load_subset, select
+from med_evals.tasks.run_checks import before_run
 
 DATASET = "medevidence"
 FILE_250 = "manual_250-abstract.jsonl"
 FILE_284 = "manual_284-data_spreadsheet.csv"
 CONDITIONS = ("closed_book", "evidence")
 QUALITIES = {"high", "moderate", "low", "very low", ""}
+
+#: What a run's numbers are, against the paper (the log's metadata ``fidelity``, per condition).
+FIDELITY = {
+    "evidence": "the relevant sources' abstracts (manual_250-abstract.jsonl, the authors' "
+    "barebones-abstract setting); the paper's headline accuracies come from the full texts, so "
+    "these numbers are not those",
+    "closed_book": "ours: the question alone; the authors' code has no closed-book "
+    "configuration (it sends 'No text available' only for a question without sources)",
+    "macro_f1": "ours: the authors' code computes accuracy, the parsable share and the "
+    "confusion matrix, not macro-F1",
+    "long_prompts": "not implemented: the authors split a prompt longer than the model's "
+    "context less 1,000 tokens (4,096 for a model they list no context for) and answer "
+    "through a refine chain; this task sends every prompt whole",
+}
 
 
 def read_questions(path: Path) -> list[dict[str, Any]]:
@@ -179,13 +200,15 @@ def medevidence(
     data_dir: str | None = None,
     subset: str | None = None,
     metrics: str = "headline",
+    **unknown: Any,
 ) -> Task:
     """Effect direction from Cochrane review questions (MedEvidence).
 
     Args:
         condition: ``evidence`` (default: the question and its relevant source abstracts, the
-            authors' barebones-abstract setting), ``closed_book`` (question only), or both
-            (comma-separated) in one run.
+            authors' barebones-abstract setting; the paper's headline accuracies use the full
+            texts), ``closed_book`` (ours: the question only; no such configuration in the
+            authors' code), or both (comma-separated) in one run.
         labels: ``five`` (default, the paper's classes: higher, lower, no difference,
             uncertain effect, insufficient data) or ``three`` (ours, not the paper's: Higher /
             Lower / Uncertain, the prompt saying that Uncertain covers no difference, an
@@ -197,10 +220,11 @@ def medevidence(
         subset: A stored subset of the 250 questions (``smoke``: 20, ``ci``: 100; stratified
             by gold answer; ``med_evals/manifests/subsets/medevidence-<name>.yaml``). Default: all.
         metrics: ``headline`` (default): the log's metrics are the headline per condition
-            (accuracy and macro-F1 over all questions, valid rate), so the viewer and the
+            (accuracy and macro-F1 (ours) over all questions, valid rate), so the viewer and the
             console fit a screen; ``full``: also the numbers over valid replies, label counts,
             confusion cells, strata by evidence quality, accuracy per gold class and the
             lenient reading. ``med-evals report`` shows all of them from either log.
+        unknown: Any other parameter is refused before the run, naming the closest one.
 
     Defaults as in the authors' code: temperature 0, at most 4,096 output tokens. Replies are
     graded as the authors graded them (the ``**Answer**`` field must equal a class); our lenient
@@ -244,6 +268,7 @@ def medevidence(
         )
         qs = [by_id[i] for i in keep]
     samples = [record_to_sample(q, c, labels) for q in qs for c in conds]
+    before_run("medevidence", samples)
     return Task(
         dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
         solver=generate_or_record_error(),
@@ -261,6 +286,9 @@ def medevidence(
             "grading": "authors' (inspect_outputs.ipynb grade): the **Answer** field, lower-cased "
             "and stripped, equals a class, else invalid; lenient parse (ours) as *_lenient",
             "subset": subset,
+            "fidelity": {
+                k: v for k, v in FIDELITY.items() if k not in CONDITIONS or k in conds
+            },
             "prompt": "run-med-evidence basic final_answer (barebones abstract); "
             "system 'follow instruction'",
             "data": file.provenance(),

@@ -49,6 +49,7 @@ from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, prompted_samples
 from med_evals.studies import MEDREQAL, METRIC_SETS, spec
 from med_evals.subsets import load_subset, select
+from med_evals.tasks.run_checks import before_run
 
 DATASET = "medreqal"
 FILE = "MedREQAL.csv"
@@ -196,6 +197,7 @@ def medreqal(
     source: str = "github",
     published_after: str | None = None,
     metrics: str = "headline",
+    **unknown: Any,
 ) -> Task:
     """MedREQAL, zero-shot, one question per sample.
 
@@ -233,6 +235,7 @@ def medreqal(
             the console fit a screen; ``full``: also the numbers over valid replies, label
             counts, confusion cells, strata by category and strength, generation counts and
             evidence mentions. ``med-evals report`` shows all of them from either log.
+        unknown: Any other parameter is refused before the run, naming the closest one.
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
     """
@@ -315,6 +318,7 @@ def verdict_task(
     """
     samples = apply_subset(dataset, samples, subset)
     prompted = prompted_samples(samples, prompt, evidence=evidence, keep_question=judge)
+    before_run(dataset, prompted)
     return Task(
         dataset=MemoryDataset(prompted, name=dataset, location=str(path)),
         solver=generate_or_record_error(),

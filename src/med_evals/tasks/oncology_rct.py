@@ -20,7 +20,17 @@ from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.solver import Solver, generate, system_message
 
 from med_evals.data import DatasetError, DatasetFile, fetch, read_csv_checked, resolve_file
-from med_evals.params import Choice, Directory, File, Integer, IsoDate, Pairs, Text, check_params
+from med_evals.params import (
+    Choice,
+    Directory,
+    File,
+    Integer,
+    IsoDate,
+    Pairs,
+    ParamError,
+    Text,
+    check_params,
+)
 from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS
 from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
 from med_evals.scorers.outcome import outcome_metrics, trial_outcome
@@ -37,6 +47,7 @@ from med_evals.tasks.oncology_conditions import (
     resolve_conditions,
 )
 from med_evals.tasks.oncology_controls import Controls, make_controls, parse_trial_date
+from med_evals.tasks.run_checks import before_run
 
 DATASET = "oncology-rct-250-counterfactual"
 FILE = "trials.csv"
@@ -180,13 +191,33 @@ def title_edited(row: Mapping[str, Any]) -> bool:
     return _normal_title(row["counterfactual_title"]) != _normal_title(row["title"])
 
 
-def title_only_counts(df: pd.DataFrame, conditions: Sequence[str]) -> dict[str, Any]:
-    """How many counterfactual titles differ from the original (reported with that condition)."""
+#: ``-T title_only_trials=``: which trials ``counterfactual_title_only`` takes, and its label.
+TITLE_ONLY_TRIALS = {
+    "edited": "ours: only the trials whose counterfactual title was edited (13 of the study's "
+    "250); an unchanged title scored against the inverted label would count a correct reading "
+    "as wrong",
+    "all": "every trial, as the study's counterfactual_title field suggests: the trials whose "
+    "title was not edited get their original title, scored against the inverted label",
+}
+
+
+def title_only_counts(
+    df: pd.DataFrame, conditions: Sequence[str], trials: str = "edited"
+) -> dict[str, Any]:
+    """How many counterfactual titles differ from the original, and which trials the condition
+    takes (reported with that condition)."""
     if "counterfactual_title_only" not in conditions:
         return {}
     edited = sum(title_edited(row) for _, row in df.iterrows())
     unchanged = len(df) - edited
-    return {"counterfactual_title_only": {"titles_edited": edited, "titles_unchanged": unchanged}}
+    return {
+        "counterfactual_title_only": {
+            "titles_edited": edited,
+            "titles_unchanged": unchanged,
+            "trials": trials,
+            "trials_rule": TITLE_ONLY_TRIALS[trials],
+        }
+    }
 
 
 def build_samples(
@@ -195,13 +226,15 @@ def build_samples(
     seed: int = 0,
     published_after: str | None = None,
     trials: set[str] | None = None,
+    title_only_trials: str = "edited",
 ) -> list[Sample]:
     """Samples trial-major (every condition of trial 0, then trial 1, ...).
 
     Controls are drawn over the whole table before the time split, so a trial keeps its
-    shuffled or synthetic DOI whatever split is taken. ``counterfactual_title_only`` takes only
-    the trials whose counterfactual title was edited (:func:`title_edited`): for the others the
-    input is the original title, and scoring it against the inverted label would be wrong.
+    shuffled or synthetic DOI whatever split is taken. ``counterfactual_title_only`` takes, by
+    default (``title_only_trials="edited"``), only the trials whose counterfactual title was
+    edited (:func:`title_edited`): for the others the input is the original title, and scoring
+    it against the inverted label would be wrong; ``"all"`` takes every trial.
     """
     controls = make_controls(df, seed)
     cutoff = date.fromisoformat(published_after) if published_after else None
@@ -212,7 +245,11 @@ def build_samples(
         if trials is not None and str(trial) not in trials:
             continue
         for name in conditions:
-            if name == "counterfactual_title_only" and not title_edited(row):
+            if (
+                name == "counterfactual_title_only"
+                and title_only_trials == "edited"
+                and not title_edited(row)
+            ):
                 continue
             samples.append(record_to_sample(row, int(trial), pos, CONDITIONS[name], controls))
     return samples
@@ -229,6 +266,8 @@ def oncology_rct(
     subset: str | None = None,
     provider_errors: str = "score",
     metrics: str = "headline",
+    title_only_trials: str = "edited",
+    **unknown: Any,
 ) -> Task:
     """Classify oncology RCTs as POSITIVE / NEGATIVE (primary endpoint met) from one input variant.
 
@@ -259,6 +298,11 @@ def oncology_rct(
             so the viewer and the console fit a screen; ``full``: also sensitivity,
             specificity, F1 of POSITIVE, Wald and Wilson intervals, counts, confusion cells and
             the lenient parse. ``med-evals report`` shows all of them from either log.
+        title_only_trials: Which trials ``counterfactual_title_only`` takes: ``edited``
+            (default, ours: the 13 trials whose counterfactual title was edited) or ``all``
+            (every trial, as the study's ``counterfactual_title`` field suggests; an unchanged
+            title is scored against the inverted label). Recorded in the log's metadata.
+        unknown: Any other parameter is refused before the run, naming the closest one.
 
     Defaults as the study sent them: at most 500 output tokens; temperature 0 to OpenAI, Google
     and any other provider, no temperature to Anthropic (the study set none there); a Task built
@@ -277,19 +321,30 @@ def oncology_rct(
         subset=Text(),
         provider_errors=Choice(values=("score", "raise")),
         metrics=Choice(values=METRIC_SETS),
+        title_only_trials=Choice(values=tuple(TITLE_ONLY_TRIALS)),
     )
     condition, published_after, flip_pairs, seed = (
         p.condition, p.published_after, p.flip_pairs, p.seed
     )
+    title_only_trials = p.title_only_trials
     names = resolve_conditions(condition)
+    if title_only_trials != "edited" and "counterfactual_title_only" not in names:
+        raise ParamError(
+            f"oncology_rct: -T title_only_trials={title_only_trials}: applies to the "
+            "counterfactual_title_only condition, which this run does not include"
+        )
     path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file, "trials_file")
     df = read_trials(path)
     if len(df) < 2:  # the DOI controls pair each trial with another one
         raise DatasetError(f"{path}: {len(df)} trial(s); the task needs at least two")
     chosen = subset_trials(df, subset)
-    samples = build_samples(df, names, seed=seed, published_after=published_after, trials=chosen)
+    samples = build_samples(
+        df, names, seed=seed, published_after=published_after, trials=chosen,
+        title_only_trials=title_only_trials,
+    )
     if not samples:
         raise DatasetError(f"{path}: no trial published after {published_after}")
+    before_run("oncology_rct", samples)
     pairs = list(DEFAULT_FLIP_PAIRS)
     extra = flip_pairs.split(",") if isinstance(flip_pairs, str) else (flip_pairs or [])
     pairs += [p.strip() for p in extra if p.strip() and p.strip() not in pairs]
@@ -318,7 +373,7 @@ def oncology_rct(
                 "max_tokens": config.max_tokens,
                 "rule": "the study's: temperature 0 to OpenAI and Google, none to Anthropic",
             },
-            **title_only_counts(df, names),
+            **title_only_counts(df, names, title_only_trials),
             "seed": seed,
             "subset": subset,
             "prompt": "oncology_system_prompt_v1 (verbatim from the paper)",
