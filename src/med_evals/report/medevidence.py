@@ -71,8 +71,10 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         ctx.figures_dir / "medevidence_f1_by_condition.png", conds, f1,
         "MedEvidence macro-F1 over all questions by condition", "macro-F1",
     )
-    ctx.add_figure(path, "MedEvidence macro-F1 (all questions, invalid = miss) by condition and "
-                   "run" + ("; runs marked as ours use our three-label scheme"
+    f1_head = study.headline_by_name("macro_f1_all")
+    ours = f"{f1_head.why}; " if f1_head.source == "ours" else ""
+    ctx.add_figure(path, f"MedEvidence macro-F1 ({ours}all questions, invalid = miss) by "
+                   "condition and run" + ("; runs marked as ours use our three-label scheme"
                             if any(not paper_scheme(study, g) for g in groups) else ""),
                    "no question scored")
     doc.table(_other_rows(study, groups), "Other metrics of the scorer's full set, as a "

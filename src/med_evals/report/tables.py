@@ -68,7 +68,7 @@ def headline_table(doc: Document, study: Study, rows: Sequence[HeadlineRow]) -> 
         table.append(row)
     over = "; ".join(
         f"{h.display} over {h.over}"
-        + (" (our choice of denominator)" if h.source == "ours" else "")
+        + (f" ({h.why or 'ours'})" if h.source == "ours" else "")
         for h in study.headline
     )
     doc.table(
