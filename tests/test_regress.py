@@ -1,4 +1,6 @@
 import json
+import math
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -6,7 +8,9 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.cli import main as cli_main
+from med_evals.exit_codes import table_text
 from med_evals.regress import make_baseline, read_baseline, regress
+from med_evals.studies import spec
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
@@ -39,9 +43,11 @@ def runs(tmp_path_factory):
         ("slightly", 9, "title_abstract"),
         ("worse", 3, "title_abstract"),
         ("other_setup", 10, "abstract_only"),
+        ("invalid", -1, "title_abstract"),  # no reply parses to a label
     ]:
         d = tmp / name
-        model = get_model("mockllm/reader", custom_outputs=replying(reader(wrong_every)))
+        reply = (lambda text: "I cannot tell") if wrong_every < 0 else reader(wrong_every)
+        model = get_model("mockllm/reader", custom_outputs=replying(reply))
         inspect_eval(
             oncology_rct(condition=cond),
             model=model,
@@ -92,7 +98,8 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     assert cli_main(["regress", "--baseline", str(path), str(runs["worse"])]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "old" in out and "diff" in out
-    assert "gated for oncology_rct: valid_rate, accuracy_valid, macro_f1_valid" in out
+    names = ", ".join(h.name for h in spec("oncology_rct").headline)
+    assert f"gated for oncology_rct: {names} (headline metrics, paired bootstrap)" in out
 
 
 def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
@@ -107,8 +114,8 @@ def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     failed = tmp_path / "failed.eval"
     write_eval_log(log, str(failed))
     assert cli_main(["regress", "--baseline", str(path), str(failed)]) == 3
-    err = capsys.readouterr().err
-    assert "run did not complete (status error)" in err
+    out = capsys.readouterr().out
+    assert "run did not complete (status error)" in out
 
 
 def test_a_log_directory_expands_to_local_paths_that_exist(runs):
@@ -116,3 +123,251 @@ def test_a_log_directory_expands_to_local_paths_that_exist(runs):
 
     [path] = expand_log_paths([runs["same"]])
     assert not path.startswith("file:") and Path(path).is_file()
+
+
+def _save(baseline, path):
+    path.write_text(json.dumps(baseline))
+    return str(path)
+
+
+def _last_lines(capsys):
+    out = capsys.readouterr().out.strip().splitlines()
+    return [line for line in out
+            if line.startswith(("undecided", "UNDECIDED", "pass", "FAIL", "accepted"))]
+
+
+def test_a_changed_setup_is_undecided_naming_the_fields(runs, tmp_path, capsys):
+    path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
+    assert cli_main(["regress", "--baseline", path, str(runs["other_setup"])]) == 3
+    lines = _last_lines(capsys)
+    assert lines[0] == (
+        "undecided: oncology_rct / mockllm/reader: setup changed (task_args.condition "
+        "title_abstract -> abstract_only): not compared; record a new baseline"
+    )
+    assert lines[-1].startswith("UNDECIDED")
+
+
+def test_a_baseline_run_of_each_setup_is_matched_before_a_changed_setup(runs):
+    """A baseline holding one model in two setups: each new run is compared with its own."""
+    baseline = make_baseline([runs["baseline"], runs["other_setup"]])
+    rows, notes = regress(baseline, [runs["other_setup"]], n_boot=50)
+    assert {r.verdict for r in rows} <= {"ok", "info"} and rows
+    assert len(notes) == 1 and "no new run in the logs given was compared" in notes[0]
+
+
+def test_nothing_matching_the_baseline_is_undecided(runs, tmp_path, capsys):
+    baseline = make_baseline([runs["baseline"]])
+    baseline["runs"][0]["task"] = "medreqal"
+    path = _save(baseline, tmp_path / "b.json")
+    assert cli_main(["regress", "--baseline", path, str(runs["same"])]) == 3
+    [line, *_] = _last_lines(capsys)
+    assert line.startswith("undecided: oncology_rct / mockllm/reader: no baseline run of task "
+                           "oncology_rct (") and line.endswith("): not gated")
+
+
+def test_a_run_without_a_baseline_beside_a_matched_one_is_undecided(runs, tmp_path, capsys):
+    """Today a note and exit 0: the run of a task the baseline lacks (here an oncology log
+    relabelled as a MedREQAL run, its scores as the verdict scorer's) is not gated."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.logs import expand_log_paths
+
+    path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
+    log = read_eval_log(expand_log_paths([runs["same"]])[0])
+    log.eval.task, log.eval.task_id = "med_evals/medreqal", "relabelled"
+    for red in log.reductions or []:
+        red.scorer = "verdict"
+    for sample in log.samples:
+        sample.scores = {"verdict": sample.scores["trial_outcome"]}
+    write_eval_log(log, str(tmp_path / "other.eval"))
+    assert cli_main(["regress", "--baseline", path, str(runs["same"]),
+                     str(tmp_path / "other.eval")]) == 3
+    lines = _last_lines(capsys)
+    assert lines[0] == (f"undecided: medreqal / mockllm/reader: no baseline run of task medreqal "
+                        f"({tmp_path}/other.eval): not gated")
+    assert lines[-1].startswith("UNDECIDED: the gate cannot decide (3 gated metric(s) tested")
+
+
+def test_a_study_log_that_cannot_be_used_beside_a_good_one_is_undecided(runs, tmp_path, capsys):
+    """Today a note and exit 0: a MedEvidence log without its scores (here an oncology log
+    relabelled) is a run the gate did not compare."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.logs import expand_log_paths
+
+    path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
+    log = read_eval_log(expand_log_paths([runs["same"]])[0])
+    log.eval.task = "med_evals/medevidence"
+    log.eval.task_id = "relabelled"
+    write_eval_log(log, str(tmp_path / "other.eval"))
+    assert cli_main(["regress", "--baseline", path, str(runs["same"]),
+                     str(tmp_path / "other.eval")]) == 3
+    [line, _] = _last_lines(capsys)
+    assert line.startswith("undecided: medevidence / mockllm/reader: ")
+    assert line.endswith("other.eval: no 'effect_direction' scores")
+
+
+def test_untested_metrics_say_why(runs):
+    rows, _ = regress(make_baseline([runs["baseline"]]), [runs["invalid"]], n_boot=50)
+    by = {r.metric: r for r in rows}
+    assert by["valid_rate"].verdict == "REGRESSION"  # 1.0 -> 0.0
+    for name in ("accuracy_valid", "macro_f1_valid"):
+        assert by[name].verdict == "untested" and math.isnan(by[name].new)
+        assert by[name].detail == (
+            "untested: no valid replies in the new run (0 of 120 shared samples)"
+        )
+    rows, _ = regress(make_baseline([runs["invalid"]]), [runs["baseline"]], n_boot=50)
+    assert {r.metric: r.detail for r in rows}["accuracy_valid"] == (
+        "untested: no valid replies in the baseline (0 of 120 shared samples)"
+    )
+
+
+def test_untested_metrics_are_undecided_unless_accepted(runs, tmp_path, capsys):
+    """Both runs without a valid reply: the valid rate is tested (equal), the metrics over valid
+    replies cannot be. Today: "untested ... +nan to +nan" and exit 0."""
+    path = _save(make_baseline([runs["invalid"]]), tmp_path / "b.json")
+    assert cli_main(["regress", "--baseline", path, str(runs["invalid"])]) == 3
+    lines = _last_lines(capsys)
+    assert lines[0].startswith("undecided: 2 gated metric(s) untested: oncology_rct / ")
+    assert "mockllm/reader accuracy_valid (no valid replies in the baseline (0 of 120 shared " \
+        "samples); no valid replies in the new run (0 of 120 shared samples))" in lines[0]
+    assert lines[0].endswith("(--allow-untested accepts them)")
+    assert cli_main(["regress", "--allow-untested", "--baseline", path,
+                     str(runs["invalid"])]) == 0
+    lines = _last_lines(capsys)
+    assert lines[0].startswith("accepted (--allow-untested): 2 untested gated metric(s)")
+    assert lines[-1].startswith("pass: 1 gated metric(s) tested")
+
+
+def test_no_shared_samples_is_untested_even_when_accepted(runs, tmp_path, capsys):
+    baseline = make_baseline([runs["baseline"]])
+    baseline["runs"][0]["samples"] = {
+        f"other-{sid}": v for sid, v in baseline["runs"][0]["samples"].items()
+    }
+    path = _save(baseline, tmp_path / "b.json")
+    for flags in ([], ["--allow-untested"]):
+        assert cli_main(["regress", *flags, "--baseline", path, str(runs["same"])]) == 3
+        out = capsys.readouterr().out
+        assert out.count("untested     headline, paired bootstrap n=0 untested: no shared "
+                         "samples") == 3
+        assert "UNDECIDED: the gate cannot decide (0 gated metric(s) tested" in out
+
+
+def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
+    good = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(runs["baseline"]), "-o", str(good)]) == 0
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty.json").write_text("")
+    (tmp_path / "bad.json").write_text('{"format": 2, "runs": [')
+    (tmp_path / "list.json").write_text("[]")
+    (tmp_path / "norun.json").write_text('{"format": 2, "runs": []}')
+    from med_evals.logs import expand_log_paths
+
+    [log] = expand_log_paths([runs["same"]])
+    truncated = tmp_path / "truncated" / "cut.eval"
+    truncated.parent.mkdir()
+    truncated.write_bytes(Path(log).read_bytes()[:2000])
+    cases = [
+        (["regress", "--baseline", str(tmp_path / "missing.json"), str(runs["same"])],
+         "baseline {t}/missing.json: no such file"),
+        (["regress", "--baseline", str(tmp_path / "empty.json"), str(runs["same"])],
+         "baseline {t}/empty.json: the file is empty"),
+        (["regress", "--baseline", str(tmp_path / "bad.json"), str(runs["same"])],
+         "baseline {t}/bad.json: not JSON (Expecting value: line 1 column 24 (char 23))"),
+        (["regress", "--baseline", str(tmp_path / "list.json"), str(runs["same"])],
+         "baseline {t}/list.json: not a med-evals baseline (a JSON object); record it with "
+         "`med-evals baseline`"),
+        (["regress", "--baseline", str(tmp_path / "norun.json"), str(runs["same"])],
+         "baseline {t}/norun.json: holds no run ('runs' missing or empty); record it with "
+         "`med-evals baseline`"),
+        (["regress", "--baseline", str(good), str(tmp_path / "nowhere")],
+         "{t}/nowhere: no such file or folder"),
+        (["regress", "--baseline", str(good), str(tmp_path / "empty")],
+         "{t}/empty: no Inspect log (.eval or .json) in this folder"),
+        (["baseline", str(tmp_path / "empty"), "-o", str(tmp_path / "b.json")],
+         "{t}/empty: no Inspect log (.eval or .json) in this folder"),
+        (["baseline", str(runs["same"]), "-o", str(tmp_path / "no" / "b.json")],
+         "-o {t}/no/b.json: folder {t}/no does not exist"),
+    ]
+    for argv, message in cases:
+        assert cli_main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.err == f"med-evals {argv[0]}: error: {message.format(t=tmp_path)}\n"
+    assert not (tmp_path / "no").exists()
+    for argv in (["baseline", str(truncated.parent), "-o", str(tmp_path / "b.json")],
+                 ["regress", "--baseline", str(good), str(truncated.parent)]):
+        assert cli_main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"med-evals {argv[0]}: error: {truncated}: unreadable log (")
+        assert err.count("\n") == 1 and "Traceback" not in err
+    assert zipfile.is_zipfile(log)
+
+
+def test_baseline_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.logs import expand_log_paths
+
+    log = read_eval_log(expand_log_paths([runs["same"]])[0])
+    log.status = "error"
+    failed = tmp_path / "failed.eval"
+    write_eval_log(log, str(failed))
+    assert cli_main(["baseline", str(failed), "-o", str(tmp_path / "b.json")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"med-evals baseline: error: a baseline is recorded from finished runs only: {failed}: "
+        "run did not complete (status error) and no finished log of this eval was given\n"
+    )
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_a_killed_log_beside_the_finished_log_of_its_eval_is_ignored(runs, tmp_path, capsys):
+    """The shape ``inspect eval-retry`` leaves (tests/test_gate_retry.py makes it for real): the
+    killed log (status started) and the finished one share the eval's task_id."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.logs import expand_log_paths
+
+    path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
+    [finished] = expand_log_paths([runs["same"]])
+    killed = read_eval_log(finished)
+    killed.status = "started"
+    killed.eval.created = "2000-01-01T00:00:00+00:00"
+    killed.samples = killed.samples[:30]
+    write_eval_log(killed, str(tmp_path / "killed.eval"))
+    assert cli_main(["regress", "--baseline", path, finished, str(tmp_path / "killed.eval")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"note: {tmp_path}/killed.eval: ignored (status started): the finished log of the same "
+        f"eval (task_id {killed.eval.task_id}) is {finished}\n"
+    )
+    assert "pass: 3 gated metric(s) tested" in captured.out
+
+
+def test_regress_help_shows_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        cli_main(["regress", "--help"])
+    out = capsys.readouterr().out
+    assert table_text() in out and "docs/exit_codes.md" in out
+
+
+def _subcommands(capsys, argv):
+    """The sub-commands ``med-evals ARGV --help`` lists (its ``{a,b,...}``)."""
+    import re
+
+    with pytest.raises(SystemExit):
+        cli_main([*argv, "--help"])
+    found = re.search(r"\{([a-z,-]+)\}", capsys.readouterr().out)
+    return found.group(1).split(",") if found else []
+
+
+def test_every_command_is_in_the_exit_code_table(capsys):
+    text = (Path(__file__).parents[1] / "docs" / "exit_codes.md").read_text()
+    names = []
+    for name in _subcommands(capsys, []):
+        names += [f"{name} {sub}" for sub in _subcommands(capsys, [name])] or [name]
+    assert {"regress", "baseline", "subset make", "fetch cochrane", "build medreqal"} <= set(names)
+    for name in names:
+        assert f"| `med-evals {name}" in text, name
+    for command in ("`inspect eval`", "`inspect eval-set`"):
+        assert command in text

@@ -111,8 +111,9 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _baseline(args: argparse.Namespace) -> int:
-    from med_evals.regress import make_baseline, save_baseline
+    from med_evals.regress import check_output, make_baseline, save_baseline
 
+    check_output(args.output)  # before reading any log
     baseline = make_baseline(args.logs)
     save_baseline(baseline, args.output)
     for line in baseline["skipped"]:
@@ -125,29 +126,18 @@ def _baseline(args: argparse.Namespace) -> int:
 
 
 def _regress(args: argparse.Namespace) -> int:
-    from med_evals.regress import failed_logs, format_rows, gated_metrics, read_baseline, regress
+    from med_evals.regress import decide, format_rows, gated_metrics, read_baseline, regress
 
-    failed = failed_logs(args.logs)
-    for line in failed:
-        print(f"error: {line}", file=sys.stderr)
-    if failed:
-        print("refusing to gate runs that did not complete: rerun them", file=sys.stderr)
-        return 3
     rows, notes = regress(read_baseline(args.baseline), args.logs)
     for line in notes:
         print(f"note: {line}", file=sys.stderr)
-    print(format_rows(rows))
+    if rows:
+        print(format_rows(rows))
     for task, names in gated_metrics(rows).items():
         print(f"gated for {task}: {', '.join(names)} (headline metrics, paired bootstrap)")
-    bad = [r for r in rows if r.verdict == "REGRESSION"]
-    changed = [r for r in rows if r.verdict == "setup changed"]
-    if changed:
-        print(f"\n{len(changed)} run(s) with a changed setup: not compared; record a new baseline")
-    if not rows:
-        print("no run matched the baseline", file=sys.stderr)
-        return 2
-    print(f"\n{len(bad)} regression(s) beyond sampling noise (95% paired bootstrap)")
-    return 1 if bad else 0
+    decision = decide(rows, allow_untested=args.allow_untested)
+    print("\n" + "\n".join(decision.lines))
+    return decision.code
 
 
 def _subset_make(args: argparse.Namespace) -> int:
@@ -244,9 +234,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-o", "--output", required=True, help="baseline JSON to write")
     p.set_defaults(func=_baseline)
 
-    p = sub.add_parser("regress", help="compare new runs with a baseline; exit 1 on regression")
+    from med_evals.exit_codes import table_text
+
+    p = sub.add_parser(
+        "regress",
+        help="compare new runs with a baseline; exit 1 on regression, 3 when it cannot decide",
+        description="Gate each study's headline metrics on a 95% paired bootstrap of new - old\n"
+        "(docs/reports.md#regression-gate). Of each eval's logs the finished one is read\n"
+        "(after a kill and `inspect eval-retry`, the killed log is named as ignored).",
+        epilog=table_text()
+        + "\n\n3 (undecided) when: a run did not finish (no finished log of its eval given);\n"
+        "a study log has no scores; a new run has no baseline run of its task; the setup\n"
+        "changed (data, prompt, task version, task argument, scorer or generation setting);\n"
+        "nothing was compared; or a gated metric is untested: its old or new value or its\n"
+        "bootstrap interval is undefined (no shared samples, no valid reply on one side).\n"
+        "A regression (1) outranks them. All commands' codes: docs/exit_codes.md",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("logs", nargs="+", help="log files or directories of the new runs")
     p.add_argument("--baseline", required=True, help="baseline JSON from `med-evals baseline`")
+    p.add_argument(
+        "--allow-untested",
+        action="store_true",
+        help="accept gated metrics that could not be tested (listed, with the reason) instead "
+        "of exiting 3, as long as at least one metric was tested",
+    )
     p.set_defaults(func=_regress)
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")

@@ -3,7 +3,14 @@
 Per-sample values are the log's own epoch reductions (``EvalLog.reductions``: what Inspect's
 metrics were computed from); a log without them (one epoch, older Inspect) is reduced here with
 the same :func:`~med_evals.scorers.reducers.majority_label`. Which scorer describes a task's
-predictions comes from its study spec (:mod:`med_evals.studies`)."""
+predictions comes from its study spec (:mod:`med_evals.studies`).
+
+Which logs are read (:func:`select_logs`, for ``med-evals report``, ``baseline`` and ``regress``
+alike): one per eval. A run killed and resumed with ``inspect eval-retry`` leaves its killed log
+(status ``started``), possibly Inspect's ``<name>-recovered.eval`` (status ``error``) and the
+finished log of the retry, all with the eval's ``task_id``; the finished log (status
+``success``, the newest if several) is read and the others are named as ignored. An eval with no
+finished log is *unfinished*."""
 
 from __future__ import annotations
 
@@ -22,7 +29,15 @@ from med_evals.studies import STUDIES, Study, spec
 
 
 class LogSkipped(ValueError):
-    """A log that cannot be used (errored, cancelled, another task's, no scores)."""
+    """A log that cannot be used (errored, cancelled, another task's, no scores).
+
+    ``task`` and ``model``: the run's, when the log is a run of a med_evals study (``None``
+    for an unreadable log or another task's)."""
+
+    def __init__(self, message: str, task: str | None = None, model: str | None = None):
+        super().__init__(message)
+        self.task = task
+        self.model = model
 
 
 @dataclass
@@ -58,17 +73,91 @@ class Run:
         return dict(out)
 
 
-def expand_log_paths(paths: Iterable[str | Path]) -> list[str]:
+class LogPathError(ValueError):
+    """A path given as logs that does not exist, or a folder holding no Inspect log."""
+
+
+def expand_log_paths(paths: Iterable[str | Path], strict: bool = False) -> list[str]:
     """Log files, with directories expanded to the Inspect logs inside them (as local paths:
-    Inspect lists them as ``file://`` URIs, which ``Path`` cannot stat)."""
+    Inspect lists them as ``file://`` URIs, which ``Path`` cannot stat).
+
+    With ``strict``, a path that does not exist or a folder without any Inspect log raises
+    :class:`LogPathError` naming it."""
     out: list[str] = []
     for p in paths:
         p = Path(p)
         if p.is_dir():
-            out += [_local(info.name) for info in list_eval_logs(str(p))]
+            found = [_local(info.name) for info in list_eval_logs(str(p))]
+            if strict and not found:
+                raise LogPathError(f"{p}: no Inspect log (.eval or .json) in this folder")
+            out += found
+        elif strict and not p.exists():
+            raise LogPathError(f"{p}: no such file or folder")
         else:
             out.append(str(p))
     return out
+
+
+@dataclass
+class LogSelection:
+    """Which logs to read: :func:`select_logs`."""
+
+    #: the finished log (status ``success``) of each eval, in the order given
+    finished: list[str] = field(default_factory=list)
+    #: one line per log left out because its eval has a finished log
+    superseded: list[str] = field(default_factory=list)
+    #: (path, task, model, line) for each eval with no finished log: its newest log
+    unfinished: list[tuple[str, str, str, str]] = field(default_factory=list)
+    #: one line per file that is not a readable Inspect log
+    unreadable: list[str] = field(default_factory=list)
+
+
+def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelection:
+    """One log per eval: the finished log where the eval has one, else its newest log.
+
+    Logs of one eval share its ``task_id`` (Inspect keeps it across ``inspect eval-retry`` and
+    in a ``-recovered`` log). Newest: by creation time, ties broken by the file's write time.
+    Reads log headers only. ``strict``: see :func:`expand_log_paths`."""
+    out = LogSelection()
+    by_eval: dict[str, list[tuple[str, EvalLog]]] = defaultdict(list)
+    for path in dict.fromkeys(expand_log_paths(paths, strict)):
+        try:
+            header = read_eval_log(path, header_only=True)
+        except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
+            out.unreadable.append(f"{path}: unreadable log ({_one_line(ex)})")
+            continue
+        by_eval[header.eval.task_id or path].append((path, header))
+    for logs in by_eval.values():
+        logs.sort(key=lambda pl: (pl[1].eval.created or "", _mtime(pl[0])))
+        done = [pl for pl in logs if pl[1].status == "success"]
+        keep = (done or logs)[-1]
+        if done:
+            out.finished.append(keep[0])
+        else:
+            path, header = keep
+            out.unfinished.append(
+                (path, task_name(header), header.eval.model,
+                 f"{path}: run did not complete (status {header.status}) and no finished log "
+                 "of this eval was given")
+            )
+        for path, header in logs:
+            if path != keep[0]:
+                why = "the finished log" if done else "the newest log"
+                out.superseded.append(
+                    f"{path}: ignored (status {header.status}): {why} of the same eval "
+                    f"(task_id {header.eval.task_id}) is {keep[0]}"
+                )
+    return out
+
+
+def _mtime(path: str) -> float:
+    p = Path(path)
+    return p.stat().st_mtime if p.exists() else 0.0
+
+
+def _one_line(ex: BaseException) -> str:
+    text = " ".join(str(ex).split())
+    return text[:300] or type(ex).__name__
 
 
 def _local(name: str) -> str:
@@ -110,16 +199,19 @@ def load_run(path: str, scorer: str | None = None) -> Run:
         log = read_eval_log(path)
     except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
         raise LogSkipped(f"{path}: unreadable log ({ex})") from None
-    if log.status != "success":
-        raise LogSkipped(f"{path}: run did not complete (status {log.status})")
     task = task_name(log)
+    study = task if task in STUDIES else None
+    if log.status != "success":
+        raise LogSkipped(
+            f"{path}: run did not complete (status {log.status})", study, log.eval.model
+        )
     if scorer is None:
-        if task not in STUDIES:
+        if study is None:
             raise LogSkipped(f"{path}: task '{log.eval.task}' is not a med_evals study")
         scorer = spec(task).scorer
     per_scorer = reduced_values(log)
     if scorer not in per_scorer:
-        raise LogSkipped(f"{path}: no '{scorer}' scores")
+        raise LogSkipped(f"{path}: no '{scorer}' scores", study, log.eval.model)
     values = per_scorer.pop(scorer)
     others = per_scorer
     scores = log.results.scores if log.results else []
@@ -154,9 +246,18 @@ def reduced_values(log: EvalLog) -> dict[str, dict[str, Any]]:
 
 
 def load_runs(paths: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
-    """Usable runs, and one line per log skipped."""
-    runs, skipped = [], []
-    for path in expand_log_paths(paths):
+    """Usable runs (the logs :func:`select_logs` picks), and one line per log skipped."""
+    runs, skipped = load_selected(select_logs(paths))
+    return runs, skipped
+
+
+def load_selected(selection: LogSelection) -> tuple[list[Run], list[str]]:
+    """The runs of a selection's finished logs, and one line per log left out (superseded,
+    unfinished, unreadable, or not usable: another task's, no scores)."""
+    runs: list[Run] = []
+    skipped = [*selection.unreadable, *(u[3] for u in selection.unfinished),
+               *selection.superseded]
+    for path in selection.finished:
         try:
             runs.append(load_run(path))
         except LogSkipped as ex:

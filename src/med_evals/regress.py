@@ -8,10 +8,19 @@ comes from — over the per-sample values of each condition, and judged on a 95%
 interval of new - old over the samples both runs scored: a regression when the interval lies
 wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information.
 
-A changed dataset revision, prompt, task version, task argument or scorer setting is reported
-as "setup changed", never as a regression: the numbers are not comparable. A log whose run did
-not finish (status other than ``success``) is refused: :func:`regress` lists it and the CLI
-exits non-zero (``inspect eval`` itself exits 0 for a run that stopped with an error).
+Which logs are read: one per eval (:func:`med_evals.logs.select_logs`): after a kill and
+``inspect eval-retry`` the finished log, the killed (and any ``-recovered``) log named as
+ignored. The gate's outcome (:func:`decide`; codes in :mod:`med_evals.exit_codes`) is a pass
+(0: every gated metric tested, none regressed), a regression (1), or **undecided** (3) when the
+gate cannot decide: a run that did not finish (status other than ``success`` and no finished log
+of its eval given: ``inspect eval`` itself exits 0 for a run that stopped with an error), a
+study log without its scores, a new run without a baseline run of its task, a changed setup
+(dataset revision, prompt, task version, task argument, scorer or generation setting: the
+numbers are not comparable), nothing compared at all, or an **untested** gated metric: one whose
+old or new value, or whose bootstrap interval, is undefined (NaN: no shared samples, no valid
+reply on one side, a condition on one side only). ``allow_untested`` accepts untested metrics
+when at least one metric was tested. A regression outranks every undecided cause: the gate has
+decided. A malformed baseline, a missing path or an unreadable log is a usage error (2).
 """
 
 from __future__ import annotations
@@ -19,20 +28,23 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inspect_ai.log import read_eval_log
-
-from med_evals.logs import Run, expand_log_paths, load_runs
+from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
+from med_evals.logs import LogPathError, LogSelection, LogSkipped, Run, load_run, select_logs
 from med_evals.report.paired import bootstrap_difference
 from med_evals.scorers.generation import mean_present
-from med_evals.studies import NON_SETUP_ARGS, spec
+from med_evals.studies import NON_SETUP_ARGS, STUDIES, spec
 
 FORMAT = 2
 FLOAT_KEYS = ("rouge_l", "bertscore_f1")
+#: verdicts of a run the gate could not compare (besides an "untested" metric)
+NOT_COMPARED = ("unfinished", "unusable", "no baseline", "setup changed")
+#: verdicts of a gated metric that was tested
+TESTED = ("ok", "improved", "REGRESSION")
 
 
 def setup_of(run: Run) -> dict[str, Any]:
@@ -51,10 +63,60 @@ def setup_of(run: Run) -> dict[str, Any]:
     }
 
 
+def select(logs: Sequence[str | Path]) -> LogSelection:
+    """:func:`~med_evals.logs.select_logs`; a missing path, a folder without logs or an
+    unreadable log is a :class:`CommandError` (exit 2)."""
+    try:
+        selection = select_logs(logs, strict=True)
+    except LogPathError as ex:
+        raise CommandError(str(ex), USAGE) from None
+    if selection.unreadable:
+        raise CommandError("; ".join(selection.unreadable), USAGE)
+    return selection
+
+
+def load_finished(selection: LogSelection) -> tuple[list[Run], list[str], list[LogSkipped]]:
+    """The runs of a selection's finished logs; a line per log of a task that is not a study;
+    the study logs that cannot be used (no scores of the study's scorer)."""
+    runs: list[Run] = []
+    other: list[str] = []
+    unusable: list[LogSkipped] = []
+    for path in selection.finished:
+        try:
+            runs.append(load_run(path))
+        except LogSkipped as ex:
+            if ex.task is None:
+                other.append(str(ex))
+            else:
+                unusable.append(ex)
+    return runs, other, unusable
+
+
 def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
-    runs, skipped = load_runs(logs)
+    """A baseline of every study run in ``logs``: its metrics, setup and per-sample values.
+
+    :class:`CommandError` (exit 2) when a path does not exist, a folder holds no log, a log is
+    unreadable, a study's run did not finish (with no finished log of its eval given) or holds
+    no scores, or no log is a run of a study. Logs of other tasks, and logs ignored for the
+    finished log of their eval, are listed under ``skipped``."""
+    selection = select(logs)
+    unfinished = [line for _, task, _, line in selection.unfinished if task in STUDIES]
+    if unfinished:
+        raise CommandError(
+            "a baseline is recorded from finished runs only: " + "; ".join(unfinished), USAGE
+        )
+    runs, other, unusable = load_finished(selection)
+    if unusable:
+        raise CommandError("; ".join(str(ex) for ex in unusable), USAGE)
+    skipped = [
+        *selection.superseded,
+        *(line for _, task, _, line in selection.unfinished if task not in STUDIES),
+        *other,
+    ]
     if not runs:
-        raise ValueError("no usable log for a baseline: " + "; ".join(skipped))
+        raise CommandError(
+            "no run of a med_evals study in the logs given: " + "; ".join(skipped), USAGE
+        )
     return {
         "format": FORMAT,
         "runs": [
@@ -89,8 +151,8 @@ class Row:
         return self.new - self.old
 
 
-def _groups(samples: dict[str, dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
-    out: dict[str, dict[str, dict[str, Any]]] = defaultdict(dict)
+def _groups(samples: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = defaultdict(dict)
     for sid, v in samples.items():
         out[str(v.get("condition") or "")][sid] = v
     return out
@@ -102,37 +164,104 @@ def _verdict(lo: float, hi: float) -> str:
     return "REGRESSION" if hi < 0 else "improved" if lo > 0 else "ok"
 
 
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def setup_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two setups, ``field old -> new`` (a task argument or scorer by
+    name: ``task_args.condition evidence -> closed_book``)."""
+    out = []
+    for key in dict.fromkeys([*old, *new]):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out += [
+                f"{key}.{sub} {_short(a.get(sub))} -> {_short(b.get(sub))}"
+                for sub in dict.fromkeys([*a, *b])
+                if a.get(sub) != b.get(sub)
+            ]
+        else:
+            out.append(f"{key} {_short(a)} -> {_short(b)}")
+    return out
+
+
+def _undefined_in(side: str, values: Sequence[Mapping[str, Any]]) -> str:
+    valid = sum(bool(v.get("valid")) for v in values)
+    if not valid:
+        return f"no valid replies in the {side} (0 of {len(values)} shared samples)"
+    return f"undefined in the {side} on its {len(values)} shared samples ({valid} valid)"
+
+
+def untested_reason(
+    name: str,
+    boot: Mapping[str, float],
+    old: Sequence[Mapping[str, Any]],
+    new: Sequence[Mapping[str, Any]],
+) -> str:
+    """Why a headline metric could not be tested: ``boot`` is its
+    :func:`~med_evals.report.paired.bootstrap_difference` entry (``a`` new, ``b`` old, over
+    the shared samples), ``old`` and ``new`` the two runs' values of those samples."""
+    if not old:
+        return "no shared samples"
+    sides = [
+        _undefined_in(side, values)
+        for side, values, value in (("baseline", old, boot["b"]), ("new run", new, boot["a"]))
+        if math.isnan(value)
+    ]
+    return "; ".join(sides) or f"no bootstrap resample defined {name}"
+
+
 def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]:
     """Rows for the headline metrics (gated) and generation means (info) of one run."""
     new_setup = setup_of(run)
     if base["setup"] != new_setup:
-        changed = [k for k in base["setup"] if base["setup"][k] != new_setup.get(k)]
         return [
             Row(run.task, run.model, "(all)", math.nan, math.nan, "setup check",
-                "changed: " + ", ".join(changed), "setup changed")
+                "changed: " + ", ".join(setup_changes(base["setup"], new_setup)),
+                "setup changed")
         ]
     study = spec(run.task)
+
+    def headline(values: list[Any]) -> dict[str, float]:
+        return study.headline_values(values, run.task_args)
+
     old_groups, new_groups = _groups(base["samples"]), _groups(run.values)
+    groups = sorted(set(old_groups) | set(new_groups))
     rows: list[Row] = []
-    for group in sorted(set(old_groups) & set(new_groups)):
+    for group in groups:
+        prefix = f"{group}/" if group and len(groups) > 1 else ""
+        if group not in old_groups or group not in new_groups:
+            side = "the baseline" if group not in old_groups else "the new run"
+            values = headline(list((new_groups.get(group) or old_groups[group]).values()))
+            for h in study.headline:
+                old_v = values[h.name] if group in old_groups else math.nan
+                new_v = values[h.name] if group in new_groups else math.nan
+                rows.append(Row(run.task, run.model, f"{prefix}{h.name}", old_v, new_v,
+                                "headline", f"untested: condition {group!r} not in {side}",
+                                "untested"))
+            continue
         old, new = old_groups[group], new_groups[group]
-        prefix = f"{group}/" if group and len(new_groups) > 1 else ""
         shared = sorted(set(old) & set(new))
-        boot = bootstrap_difference(
-            lambda vals: study.headline_values(vals, run.task_args),
-            [new[i] for i in shared],
-            [old[i] for i in shared],
-            n_boot=n_boot,
-        )
-        old_all = study.headline_values(list(old.values()), run.task_args)
-        new_all = study.headline_values(list(new.values()), run.task_args)
+        old_shared, new_shared = [old[i] for i in shared], [new[i] for i in shared]
+        boot = bootstrap_difference(headline, new_shared, old_shared, n_boot=n_boot)
+        old_all = headline(list(old.values()))
+        new_all = headline(list(new.values()))
         for h in study.headline:
             b = boot[h.name]
+            verdict = _verdict(b["lo"], b["hi"])
+            if math.isnan(old_all[h.name]) or math.isnan(new_all[h.name]):
+                verdict = "untested"
+            detail = (
+                f"untested: {untested_reason(h.name, b, old_shared, new_shared)}"
+                if verdict == "untested"
+                else f"95% CI of diff {b['lo']:+.3f} to {b['hi']:+.3f}"
+            )
             rows.append(
                 Row(run.task, run.model, f"{prefix}{h.name}", old_all[h.name], new_all[h.name],
-                    f"headline, paired bootstrap n={len(shared)}",
-                    f"95% CI of diff {b['lo']:+.3f} to {b['hi']:+.3f}",
-                    _verdict(b["lo"], b["hi"]))
+                    f"headline, paired bootstrap n={len(shared)}", detail, verdict)
             )
         for key in FLOAT_KEYS:
             o, n = mean_present(list(old.values()), key), mean_present(list(new.values()), key)
@@ -142,41 +271,117 @@ def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]
     return rows
 
 
-def failed_logs(logs: Sequence[str | Path]) -> list[str]:
-    """One line per log whose run did not finish (status not ``success``)."""
-    out = []
-    for path in expand_log_paths(logs):
-        try:
-            status = read_eval_log(path, header_only=True).status
-        except Exception as ex:  # noqa: BLE001 - an unreadable log is reported, not fatal
-            out.append(f"{path}: unreadable log ({ex})")
-            continue
-        if status != "success":
-            out.append(f"{path}: run did not complete (status {status})")
-    return out
+def match(baseline_runs: Sequence[Mapping[str, Any]], run: Run) -> int | None:
+    """The index of the baseline run a new run is compared with: one of its task, preferring
+    the same model and setup, then the same model, then the same setup (a replayed run's model
+    names its file, whose path differs between machines), then the first."""
+    setup = setup_of(run)
+    same_task = [b for b in enumerate(baseline_runs) if b[1]["task"] == run.task]
+    for model, same_setup in ((True, True), (True, False), (False, True), (False, False)):
+        for i, b in same_task:
+            if (not model or b["model"] == run.model) and (not same_setup or b["setup"] == setup):
+                return i
+    return None
 
 
 def regress(
     baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000
 ) -> tuple[list[Row], list[str]]:
-    """Rows for every headline metric of every new run matched to a baseline run (task, model,
-    then task only), and notes (logs skipped, runs without a baseline)."""
-    if baseline.get("format") != FORMAT:
-        raise ValueError(
-            f"baseline format {baseline.get('format')} is not {FORMAT}: record it again with "
-            "`med-evals baseline`"
-        )
-    runs, skipped = load_runs(logs)
-    notes = list(skipped)
+    """Rows for every headline metric of every new run matched to a baseline run
+    (:func:`match`), one row for each run the gate cannot compare (unfinished, unusable, no
+    baseline run, setup changed), and notes (logs ignored or skipped, baseline runs that no
+    new run was compared with).
+
+    :class:`CommandError` (exit 2) for a malformed baseline, a missing path, a folder without
+    logs or an unreadable log."""
+    check_baseline(baseline)
+    selection = select(logs)
+    notes = list(selection.superseded)
     rows: list[Row] = []
+    for _, task, model, line in selection.unfinished:
+        if task in STUDIES:
+            rows.append(Row(task, model, "(all)", math.nan, math.nan, "log status", line,
+                            "unfinished"))
+        else:
+            notes.append(line)
+    runs, other, unusable = load_finished(selection)
+    notes += other
+    rows += [
+        Row(str(ex.task), str(ex.model), "(all)", math.nan, math.nan, "log", str(ex), "unusable")
+        for ex in unusable
+    ]
+    compared: set[int] = set()
     for run in runs:
-        matches = [b for b in baseline["runs"] if b["task"] == run.task and b["model"] == run.model]
-        matches = matches or [b for b in baseline["runs"] if b["task"] == run.task]
-        if not matches:
-            notes.append(f"{run.path}: no baseline run of task {run.task}")
+        i = match(baseline["runs"], run)
+        if i is None:
+            rows.append(Row(run.task, run.model, "(all)", math.nan, math.nan, "baseline match",
+                            f"no baseline run of task {run.task} ({run.path})", "no baseline"))
             continue
-        rows += compare_run(matches[0], run, n_boot)
+        compared.add(i)
+        rows += compare_run(baseline["runs"][i], run, n_boot)
+    notes += [
+        f"baseline run {b['task']} / {b['model']} ({b.get('log')}): no new run in the logs "
+        "given was compared with it"
+        for i, b in enumerate(baseline["runs"])
+        if i not in compared
+    ]
     return rows, notes
+
+
+@dataclass
+class Decision:
+    """The gate's outcome: its exit code and one line per cause (the last says the outcome)."""
+
+    code: int
+    lines: list[str] = field(default_factory=list)
+
+
+def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
+    """1 (:data:`~med_evals.exit_codes.FAILED`) on any regression; else 3
+    (:data:`~med_evals.exit_codes.UNDECIDED`) when a run could not be compared, a gated metric
+    is untested (unless ``allow_untested`` and some metric was tested) or nothing was tested;
+    else 0. One line per cause."""
+    lines: list[str] = []
+    for r in rows:
+        who = f"{r.task} / {r.model}"
+        if r.verdict == "unfinished":
+            lines.append(f"undecided: {who}: {r.detail}: resume it (inspect eval-retry)")
+        elif r.verdict == "unusable":
+            lines.append(f"undecided: {who}: {r.detail}")
+        elif r.verdict == "no baseline":
+            lines.append(f"undecided: {who}: {r.detail}: not gated")
+        elif r.verdict == "setup changed":
+            lines.append(f"undecided: {who}: setup changed "
+                         f"({r.detail.removeprefix('changed: ')}): not compared; record a new "
+                         "baseline")
+    undecided = bool(lines)
+    tested = [r for r in rows if r.verdict in TESTED]
+    untested = [r for r in rows if r.verdict == "untested"]
+    if untested:
+        what = "; ".join(f"{r.task} / {r.model} {r.metric} ({r.detail.removeprefix('untested: ')})"
+                         for r in untested)
+        if allow_untested and tested:
+            lines.append(f"accepted (--allow-untested): {len(untested)} untested gated "
+                         f"metric(s): {what}")
+        else:
+            undecided = True
+            lines.append(f"undecided: {len(untested)} gated metric(s) untested: {what}"
+                         + ("" if allow_untested else " (--allow-untested accepts them)"))
+    if not rows:
+        undecided = True
+        lines.append("undecided: nothing compared: no run of a med_evals study in the logs given")
+    bad = [r for r in rows if r.verdict == "REGRESSION"]
+    if bad:
+        lines.append(f"FAIL: {len(bad)} regression(s) beyond sampling noise (95% paired "
+                     "bootstrap): " + ", ".join(f"{r.task} / {r.model} {r.metric}" for r in bad))
+        return Decision(FAILED, lines)
+    if undecided:
+        lines.append(f"UNDECIDED: the gate cannot decide ({len(tested)} gated metric(s) tested, "
+                     "no regression among them)")
+        return Decision(UNDECIDED, lines)
+    lines.append(f"pass: {len(tested)} gated metric(s) tested, 0 regressions beyond sampling "
+                 "noise (95% paired bootstrap)")
+    return Decision(OK, lines)
 
 
 def gated_metrics(rows: Sequence[Row]) -> dict[str, list[str]]:
@@ -215,9 +420,67 @@ def format_rows(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
+def check_output(path: str | Path) -> Path:
+    """The baseline file to write; :class:`CommandError` (exit 2), before any work, when it
+    cannot be: a folder, or in a folder that does not exist."""
+    out = Path(path)
+    if out.is_dir():
+        raise CommandError(f"-o {out}: is a folder; name the baseline JSON file to write", USAGE)
+    if not out.parent.is_dir():
+        raise CommandError(f"-o {out}: folder {out.parent} does not exist", USAGE)
+    return out
+
+
 def save_baseline(baseline: dict[str, Any], path: str | Path) -> None:
-    Path(path).write_text(json.dumps(baseline, indent=1, sort_keys=True, default=str))
+    out = check_output(path)
+    try:
+        out.write_text(json.dumps(baseline, indent=1, sort_keys=True, default=str))
+    except OSError as ex:
+        raise CommandError(f"-o {out}: cannot write it ({ex.strerror or ex})", USAGE) from None
+
+
+def check_baseline(baseline: Any, source: str = "the baseline") -> None:
+    """:class:`CommandError` (exit 2) unless ``baseline`` has the shape :func:`make_baseline`
+    writes."""
+    again = "record it with `med-evals baseline`"
+    if not isinstance(baseline, dict):
+        raise CommandError(f"{source}: not a med-evals baseline (a JSON object); {again}", USAGE)
+    if baseline.get("format") != FORMAT:
+        raise CommandError(
+            f"{source}: format {baseline.get('format')!r}, not {FORMAT}; {again}", USAGE
+        )
+    runs = baseline.get("runs")
+    if not isinstance(runs, list) or not runs:
+        raise CommandError(f"{source}: holds no run ('runs' missing or empty); {again}", USAGE)
+    shape = {"task": str, "model": str, "setup": dict, "samples": dict}
+    for i, run in enumerate(runs, 1):
+        wrong = [k for k, t in shape.items()
+                 if not isinstance(run, dict) or not isinstance(run.get(k), t)]
+        if not wrong and not all(isinstance(v, dict) for v in run["samples"].values()):
+            wrong = ["samples"]
+        if wrong:
+            raise CommandError(
+                f"{source}: run {i} has no valid {', '.join(wrong)}; {again}", USAGE
+            )
 
 
 def read_baseline(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """A baseline file, checked; :class:`CommandError` (exit 2) when it is missing, empty, not
+    JSON or not a baseline."""
+    p = Path(path)
+    if not p.exists():
+        raise CommandError(f"baseline {p}: no such file", USAGE)
+    if p.is_dir():
+        raise CommandError(f"baseline {p}: a folder, not a baseline JSON file", USAGE)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as ex:
+        raise CommandError(f"baseline {p}: cannot read it ({ex})", USAGE) from None
+    if not text.strip():
+        raise CommandError(f"baseline {p}: the file is empty", USAGE)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as ex:
+        raise CommandError(f"baseline {p}: not JSON ({ex})", USAGE) from None
+    check_baseline(data, f"baseline {p}")
+    return data

@@ -6,6 +6,10 @@ argument whose value differs between the runs of that study, e.g.
 the README's job and a later ``condition=study`` run of the same model) are merged sample by
 sample into one :class:`Group`; a sample present in several of them keeps the newest log's value
 and the report says so.
+
+The runs come one per eval (:func:`med_evals.logs.select_logs`, as for ``med-evals baseline``
+and ``regress``): after a kill and ``inspect eval-retry`` only the finished log is read and the
+killed one is listed as skipped; the merge here is of different evals sharing a label.
 """
 
 from __future__ import annotations

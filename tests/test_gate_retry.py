@@ -1,0 +1,113 @@
+"""The regression gate, ``med-evals baseline`` and the report after a kill, ``inspect log
+recover`` and ``inspect eval-retry``: the finished log of the eval is read, the killed and the
+``-recovered`` log beside it are named as ignored. Loopback only (the fake OpenAI-compatible
+server), bounded."""
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from inspect_ai.log import list_eval_logs, read_eval_log
+
+from med_evals.cli import main as cli_main
+from med_evals.report import build_report
+
+from .oncology_support import big_fixture_csv, install_fixture
+from .support.fake_openai import FakeOpenAIServer
+
+INSPECT = str(Path(sys.executable).parent / "inspect")
+
+
+@pytest.fixture(scope="module")
+def retried(tmp_path_factory):
+    """``logs/``: a run killed mid-way (status ``started``), Inspect's recovery of it
+    (``-recovered``, status ``error``) and the eval-retry of that (``success``), one eval;
+    ``base/``: a separate finished run of the same task."""
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp("retried")
+    install_fixture(tmp, mp, csv=big_fixture_csv(tmp, copies=6))  # 36 trials
+    mp.setenv("FAKE_API_KEY", "sk-test")
+    logdir, basedir = tmp / "logs", tmp / "base"
+    try:
+        with FakeOpenAIServer(latency=0.2) as server:
+            common = ["--model", "openai-api/fake/fake", "--model-base-url", server.base_url,
+                      "--display", "none"]
+            subprocess.run([INSPECT, "eval", "med_evals/oncology_rct", "--log-dir",
+                            str(basedir), "--max-connections", "8", *common],
+                           check=True, timeout=300, capture_output=True)
+            served = server.counts["ok"]
+            proc = subprocess.Popen(
+                [INSPECT, "eval", "med_evals/oncology_rct", "--log-dir", str(logdir),
+                 "--max-connections", "2", "--log-buffer", "4", *common],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )
+            deadline = time.time() + 120
+            while (server.counts["ok"] < served + 12 and time.time() < deadline
+                   and proc.poll() is None):
+                time.sleep(0.05)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+            [killed] = [i.name.removeprefix("file://") for i in list_eval_logs(str(logdir))]
+            subprocess.run([INSPECT, "log", "recover", killed], check=True, timeout=120,
+                           capture_output=True)
+            recovered = killed.removesuffix(".eval") + "-recovered.eval"
+            retry = subprocess.run(
+                [INSPECT, "eval-retry", recovered, "--log-dir", str(logdir), "--display",
+                 "none", "--max-connections", "8"],
+                capture_output=True, text=True, timeout=300,
+            )
+    finally:
+        mp.undo()
+    assert retry.returncode == 0, retry.stderr[-2000:]
+    statuses = {
+        Path(i.name).name: read_eval_log(i.name, header_only=True).status
+        for i in list_eval_logs(str(logdir))
+    }
+    assert sorted(statuses.values()) == ["error", "started", "success"], statuses
+    assert statuses[Path(recovered).name] == "error"
+    return {"logs": logdir, "base": basedir, "killed": killed, "recovered": recovered,
+            "finished": next(n for n, s in statuses.items() if s == "success")}
+
+
+def test_select_logs_reads_the_finished_log_of_the_eval(retried):
+    from med_evals.logs import select_logs
+
+    sel = select_logs([retried["logs"]])
+    assert [Path(p).name for p in sel.finished] == [retried["finished"]]
+    assert not sel.unfinished and not sel.unreadable
+    assert len(sel.superseded) == 2
+    for path, status in ((retried["killed"], "started"), (retried["recovered"], "error")):
+        [line] = [s for s in sel.superseded if s.startswith(path + ":")]
+        assert f"ignored (status {status})" in line and retried["finished"] in line
+
+
+def test_regress_gates_the_finished_log_and_names_the_others(retried, tmp_path, capsys):
+    baseline = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(retried["base"]), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    assert cli_main(["regress", "--baseline", str(baseline), str(retried["logs"])]) == 0
+    out, err = capsys.readouterr()
+    notes = [line for line in err.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 2 and all("ignored (status" in n for n in notes), err
+    assert "pass: 3 gated metric(s) tested" in out
+    # without the finished log, the killed or the recovered log alone cannot be gated
+    for path in (retried["killed"], retried["recovered"]):
+        assert cli_main(["regress", "--baseline", str(baseline), path]) == 3
+        out, _ = capsys.readouterr()
+        assert "undecided: oncology_rct / openai-api/fake/fake" in out
+        assert "run did not complete" in out
+
+
+def test_baseline_and_report_read_the_finished_log(retried, tmp_path, capsys):
+    baseline = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(retried["logs"]), "-o", str(baseline)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("skipped: ") == 2 and err.count("ignored (status") == 2, err
+    assert cli_main(["baseline", retried["killed"], "-o", str(baseline)]) == 2
+    assert "finished runs only" in capsys.readouterr().err
+    result = build_report([retried["logs"]], tmp_path / "report", n_boot=10)
+    assert len(result.skipped) == 2 and all("ignored (status" in s for s in result.skipped)
+    assert not [w for w in result.warnings if "also in" in w]  # no overlapping samples merged
