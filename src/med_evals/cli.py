@@ -274,6 +274,10 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     q.set_defaults(func=_subset_make)
 
+    from med_evals.compare import add_parser as add_compare
+
+    add_compare(sub)
+
     from med_evals.builders.commands import add_builder_commands
 
     add_builder_commands(sub)

@@ -66,16 +66,54 @@ def test_data_are_checked_before_the_model_loads(gguf, tmp_path, monkeypatch):
     assert loads == []  # naming the model loaded nothing
 
 
-def test_conversion_is_cached_and_announced_once(gguf, shared_cache, caplog):
-    assert not (shared_cache / "embedded").exists()  # this test converts first
-    with caplog.at_level(logging.WARNING, logger=embedded_runtime.__name__):
-        embedded_runtime.TransformersRuntime(gguf, None, "float32")
-        embedded_runtime.TransformersRuntime(gguf, None, "float32")  # reads the cache
-    (announced,) = [r.getMessage() for r in caplog.records]
-    (converted,) = (shared_cache / "embedded").iterdir()
-    assert str(converted) in announced
-    size_mb = sum(f.stat().st_size for f in converted.iterdir()) / 1e6
-    assert f"({size_mb:.0f} MB)" in announced and size_mb > 400  # float32: about 540 MB
+def test_cache_holds_the_tokenizer_and_configuration_only(gguf, shared_cache, monkeypatch):
+    """The first load caches a few MB (tokenizer, configuration); the weights are read from the
+    GGUF at each load, never written out (the float32 copy was 542 MB)."""
+    assert not (shared_cache / "embedded").exists()  # this test loads first
+    embedded_runtime.TransformersRuntime(gguf, None, "float32")
+    (cached,) = (shared_cache / "embedded").iterdir()
+    files = {f.name: f.stat().st_size for f in cached.iterdir()}
+    assert {"config.json", "tokenizer.json"} <= set(files)
+    assert not [f for f in files if f.endswith((".safetensors", ".bin"))]
+    assert sum(files.values()) < 10e6
+
+    def no_second_conversion(*args):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(embedded_runtime, "_cache_tokenizer_and_config", no_second_conversion)
+    again = embedded_runtime.TransformersRuntime(gguf, None, "float32")  # reads the cache
+    assert again.tokenizer.eos_token == "<|im_end|>"
+
+
+def test_weights_are_transformers_own_reading_of_the_gguf(gguf, shared_cache):
+    """The GGUF read here gives exactly the weights (and buffers) of transformers' GGUF loader."""
+    import torch
+    import transformers
+
+    ours = embedded_runtime.TransformersRuntime(gguf, None, "float32").model
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+    )
+    a, b = ours.state_dict(), theirs.state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert ours.lm_head.weight.data_ptr() == ours.model.embed_tokens.weight.data_ptr()  # tied
+    for (name, x), (_, y) in zip(ours.named_buffers(), theirs.named_buffers(), strict=True):
+        assert torch.equal(x, y), name
+
+
+def test_unpermute_undoes_llama_cpps_query_key_permutation():
+    import numpy as np
+
+    def permute(w, n_head):  # llama.cpp's convert_hf_to_gguf.py, LlamaModel.permute
+        return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(
+            w.shape
+        )
+
+    w = np.arange(12 * 5, dtype=np.float32).reshape(12, 5)
+    for n_head in (1, 2, 3):
+        assert not np.array_equal(permute(w, n_head), w)
+        assert np.array_equal(embedded_runtime.unpermute_qk(permute(w, n_head), n_head), w)
 
 
 def _prompts():
@@ -190,3 +228,71 @@ def test_progress_lines_without_a_terminal(gguf, monkeypatch, capsys):
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)  # Inspect's live display shows it
     assert embedded.EmbeddedAPI("smollm2-135m").progress.interval == 0
     assert embedded.EmbeddedAPI("smollm2-135m", progress=5).progress.interval == 5
+
+
+LABELS = ("POSITIVE", "NEGATIVE")
+
+
+def test_choices_reply_with_the_likelier_whole_reply(gguf, shared_cache):
+    """With choices the reply is the choice of highest log-probability as a whole reply; each
+    log-probability is that of the chat template's reply tokens and end of turn, computed in one
+    pass over prompt and reply (checked here against that direct computation)."""
+    import torch
+
+    model = get_model("embedded/smollm2-135m", choices="POSITIVE,NEGATIVE", progress=0)
+    runtime = embedded_runtime.load_runtime(gguf, "transformers", None, "float32")
+    config = GenerateConfig(temperature=0, max_tokens=500)
+
+    async def all_at_once():
+        return await asyncio.gather(*(model.generate(p, config=config) for p in _prompts()[:3]))
+
+    outs = asyncio.run(all_at_once())
+    assert model.api._batchers[0].batch_sizes == [1, 1, 1]  # scored one at a time: no padding
+    for prompt, out in zip(_prompts()[:3], outs, strict=True):
+        lps = out.metadata["choice_logprobs"]
+        assert out.completion == max(lps, key=lps.get) and out.completion in LABELS
+        messages = embedded._messages(prompt)
+        ids, conts = runtime._choice_tokens(messages, LABELS)
+        assert ids == list(
+            runtime.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, return_dict=True
+            )["input_ids"]
+        )
+        for label, cont in zip(LABELS, conts, strict=True):
+            assert cont[-1] in runtime.eos and runtime.tokenizer.decode(cont[:-1]) == label
+            with torch.inference_mode():
+                logits = runtime.model(input_ids=torch.tensor([ids + cont])).logits[0]
+            logp = logits.float().log_softmax(-1)
+            direct = sum(float(logp[len(ids) + j - 1, t]) for j, t in enumerate(cont))
+            assert lps[label] == pytest.approx(direct, abs=1e-3)
+        assert out.usage.output_tokens == len(conts[LABELS.index(out.completion)])
+        assert out.stop_reason == "stop"
+
+
+def test_choices_are_checked(gguf):
+    for bad in ("POSITIVE", ",,", ["only"]):
+        with pytest.raises(PrerequisiteError):
+            get_model("embedded/smollm2-135m", choices=bad)
+    with pytest.raises(PrerequisiteError, match="runtime=transformers"):
+        get_model("embedded/smollm2-135m", choices="A,B", runtime="llama_cpp")
+    assert embedded.parse_choices(" A , B ,A") == ("A", "B")
+    assert embedded.parse_choices(["A", "B"]) == ("A", "B") and embedded.parse_choices("") == ()
+    model = get_model("embedded/smollm2-135m", choices="A,B")
+    with pytest.raises(ValueError, match="temperature must be 0"):
+        asyncio.run(model.generate(_prompts()[0], config=GenerateConfig(temperature=0.7)))
+
+
+def test_progress_is_one_line_rewritten_in_place_on_a_terminal(capsys):
+    progress = embedded.Progress("embedded/smollm2-135m", interval=0.001)
+    progress.in_place = True  # as when stderr is a terminal
+    progress.batch_started(rows=1, waiting=4)
+    for _ in range(3):
+        time.sleep(0.002)
+        progress.batch_done([embedded_runtime.Generation("POSITIVE", 100, 4, "stop")])
+    progress.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.endswith("\n")  # one line, ended once
+    assert err.count("\r") >= 3
+    assert err.rstrip("\n").rsplit("\r", 1)[-1].endswith("3 done (12 tokens), 4 waiting; 0.0 min")
+    progress.close()  # nothing left open: nothing printed
+    assert capsys.readouterr().err == ""

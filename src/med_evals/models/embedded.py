@@ -19,7 +19,13 @@ Model args (``-M name=value``):
   (default: the packaged model's cap, 1,024 for ``smollm2-135m``; 0: no cap). A capped request
   is announced once and logged with the task's value beside the one used.
 - ``progress``: seconds between progress lines on stderr (default 30 when stdout is not a
-  terminal, where Inspect's live display is missing; 0 turns them off).
+  terminal, where Inspect's live display is missing; 0 turns them off). On a terminal the
+  line is rewritten in place.
+- ``choices``: comma-separated replies (or a list), e.g. ``POSITIVE,NEGATIVE``: instead of
+  generating, the reply is the choice with the highest log-probability as the whole reply (its
+  tokens and the end of turn, after the unchanged prompt); each choice's log-probability is
+  logged with the reply. A decoding choice of ours, outside any study's settings: every reply is
+  then one of the choices by construction (transformers runtime, temperature 0).
 
 The model loads on the first generation, not when the model is named, so a task's data errors
 are reported first; it is loaded once per process and shared by every task that uses it.
@@ -61,7 +67,14 @@ from med_evals.models.embedded_runtime import (
     load_runtime,
 )
 
-__all__ = ["DEFAULT_MAX_TOKENS", "PACKAGED", "EmbeddedAPI", "resolve_gguf"]
+__all__ = [
+    "CHOICE_DECODING",
+    "DEFAULT_MAX_TOKENS",
+    "PACKAGED",
+    "EmbeddedAPI",
+    "parse_choices",
+    "resolve_gguf",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +130,24 @@ def resolve_gguf(name: str) -> Path:
     return path
 
 
+#: how a reply is chosen with ``choices`` (logged with each model call)
+CHOICE_DECODING = (
+    "the choice with the highest log-probability as the whole reply (its tokens and the end of "
+    "turn, after the unchanged prompt); ours, not a study's setting"
+)
+
+
+def parse_choices(value: str | list[str] | tuple[str, ...] | None) -> tuple[str, ...]:
+    """``choices`` as given with ``-M`` (``A,B`` or a list): the distinct replies, in order."""
+    if value is None or value == "":
+        return ()
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    out = tuple(dict.fromkeys(i.strip() for i in items if i.strip()))
+    if len(out) < 2:
+        raise PrerequisiteError(f"embedded: choices needs at least two replies, not {value!r}")
+    return out
+
+
 def _messages(input: list[ChatMessage]) -> list[dict[str, str]]:  # noqa: A002
     out = []
     for m in input:
@@ -141,6 +172,7 @@ class EmbeddedAPI(ModelAPI):
         batch_size: int = DEFAULT_BATCH_SIZE,
         progress: float | None = None,
         max_tokens_cap: int | None = None,
+        choices: str | list[str] | None = None,
         **model_args: Any,
     ) -> None:
         super().__init__(model_name, base_url, api_key, [], config or GenerateConfig())
@@ -152,6 +184,9 @@ class EmbeddedAPI(ModelAPI):
             raise PrerequisiteError(f"embedded: dtype must be one of {DTYPES}, not {dtype!r}")
         if int(batch_size) < 1:
             raise PrerequisiteError(f"embedded: batch_size must be at least 1, not {batch_size}")
+        self.choices = parse_choices(choices)
+        if self.choices and runtime != "transformers":
+            raise PrerequisiteError("embedded: choices need runtime=transformers")
         needs = ("torch", "transformers", "gguf") if runtime == "transformers" else ()
         missing = [m for m in needs if importlib.util.find_spec(m) is None]
         if missing:
@@ -197,6 +232,11 @@ class EmbeddedAPI(ModelAPI):
     ) -> tuple[ModelOutput, ModelCall]:
         if tools:
             raise ValueError("embedded models do not call tools")
+        if self.choices and config.temperature:
+            raise ValueError(
+                f"embedded: choices are scored, not sampled: temperature must be 0, not "
+                f"{config.temperature}"
+            )
         messages = _messages(input)
         requested = config.max_tokens or DEFAULT_MAX_TOKENS
         if self.max_tokens_cap and requested > self.max_tokens_cap:
@@ -211,8 +251,9 @@ class EmbeddedAPI(ModelAPI):
                     f"{requested:,}",
                 )
         started = time.monotonic()
-        gen = await self._batcher().submit(Request(messages, config))
+        gen = await self._batcher().submit(Request(messages, config, self.choices))
         elapsed = time.monotonic() - started
+        chosen = {"choice_logprobs": gen.choice_logprobs} if gen.choice_logprobs else None
         output = ModelOutput(
             model=self.model_name,
             choices=[
@@ -229,8 +270,9 @@ class EmbeddedAPI(ModelAPI):
                 total_tokens=gen.input_tokens + gen.output_tokens,
             ),
             time=elapsed,
+            metadata=chosen,
         )
-        request = {
+        request: dict[str, Any] = {
             "runtime": self.runtime_name,
             "dtype": self.dtype,
             "gguf": str(self.gguf),
@@ -241,4 +283,9 @@ class EmbeddedAPI(ModelAPI):
             "seed": config.seed,
             "batch_size": self.batch_size,
         }
-        return output, ModelCall.create(request, {"completion": gen.text}, time=elapsed)
+        response: dict[str, Any] = {"completion": gen.text}
+        if self.choices:
+            request["choices"] = list(self.choices)
+            request["decoding"] = CHOICE_DECODING
+            response.update(chosen or {})
+        return output, ModelCall.create(request, response, time=elapsed)

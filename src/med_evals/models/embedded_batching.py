@@ -30,13 +30,16 @@ def _model_thread() -> concurrent.futures.ThreadPoolExecutor:
 
 
 class Progress:
-    """Counts generations and prints a line to stderr at most every ``interval`` seconds."""
+    """Counts generations and prints a line to stderr at most every ``interval`` seconds; on a
+    terminal the line is rewritten in place (:meth:`close` ends it)."""
 
     def __init__(self, name: str, interval: float) -> None:
         self.name, self.interval = name, interval
         self.started = self.last = time.monotonic()
         self.done = self.tokens = self.waiting = 0
         self.rows = 0
+        self.in_place = sys.stderr.isatty()
+        self.open_line = False  # a line written in place and not yet ended
 
     # all calls come from the one model thread (generate_batch and the decoding loop)
     def batch_started(self, rows: int, waiting: int) -> None:
@@ -61,11 +64,19 @@ class Progress:
         self.last = time.monotonic()
         parts = [now] if now else []
         parts += [f"{self.done:,} done ({self.tokens:,} tokens)", f"{self.waiting} waiting"]
-        print(
-            f"{self.name}: {', '.join(parts)}; {elapsed / 60:.1f} min",
-            file=sys.stderr,
-            flush=True,
-        )
+        line = f"{self.name}: {', '.join(parts)}; {elapsed / 60:.1f} min"
+        if self.in_place:
+            print(f"\r\033[K{line}", end="", file=sys.stderr, flush=True)
+            self.open_line = True
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        """End a line written in place, with the final counts."""
+        if self.open_line:
+            self.emit("")
+            print(file=sys.stderr, flush=True)
+            self.open_line = False
 
 
 class Batcher(BaseBatcher[Request, Generation]):
@@ -82,9 +93,9 @@ class Batcher(BaseBatcher[Request, Generation]):
         self.pending = [(r, f) for r, f in self.pending if not f.done()]  # cancelled samples
         if not self.pending:
             return []
-        key = batch_key(self.pending[0][0].config)
+        key = batch_key(self.pending[0][0])
         size = self.batch_size if key is not None else 1
-        same = [i for i, (r, _) in enumerate(self.pending) if batch_key(r.config) == key]
+        same = [i for i, (r, _) in enumerate(self.pending) if batch_key(r) == key]
         length = [sum(len(m["content"]) for m in r.messages) for r, _ in self.pending]
         chosen = sorted(same, key=lambda i: (abs(length[i] - length[0]), i))[:size]
         take = [self.pending[i] for i in chosen]

@@ -3,17 +3,25 @@
 A runtime is loaded once per process for each (GGUF file, runtime, dtype, threads) and shared by
 every task and model instance that names it (:func:`load_runtime`). Both run on the calling
 thread; :mod:`med_evals.models.embedded` calls them from one dedicated model thread.
+
+The transformers runtime reads a llama-architecture GGUF (SmolLM2's) itself: gguf's reader and
+de-quantiser, gguf's tensor names, llama.cpp's query/key permutation undone (as transformers'
+own GGUF loader does; ``tests/models/test_embedded.py`` checks the weights are equal), about 5 s
+here. Only the tokenizer and the configuration are converted by transformers (once, ~10 s) and
+cached (a few MB). GGUFs of other architectures go through transformers' GGUF loader on each
+load (slower: about 40 s for a model of this size).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import shutil
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +44,8 @@ StepCallback = Callable[[int], None]
 class Request:
     messages: list[dict[str, str]]
     config: GenerateConfig
+    #: the reply is the most probable of these strings (empty: generate freely)
+    choices: tuple[str, ...] = ()
 
 
 @dataclass
@@ -44,26 +54,117 @@ class Generation:
     input_tokens: int
     output_tokens: int
     stop_reason: Literal["stop", "max_tokens"]
+    #: with choices: each choice's log-probability as the whole reply (end of turn included)
+    choice_logprobs: dict[str, float] | None = None
 
 
 def _size_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
-def batch_key(config: GenerateConfig) -> tuple[Any, ...] | None:
+def batch_key(request: Request) -> tuple[Any, ...] | None:
     """Requests with equal keys can share one ``generate`` call; ``None``: never batched.
 
     Sampled requests (temperature > 0) run alone, each seeded by ``--seed``, so a sampled reply
-    does not depend on which other requests were waiting at the same time.
+    does not depend on which other requests were waiting at the same time. Choice requests run
+    alone too: their cost is the prompt, which is fastest unpadded (one prompt per forward pass).
     """
-    if config.temperature:
+    config = request.config
+    if config.temperature or request.choices:
         return None
     return (config.max_tokens or DEFAULT_MAX_TOKENS, tuple(config.stop_seqs or ()))
 
 
+@contextlib.contextmanager
+def _quiet_transformers(transformers: Any) -> Iterator[None]:
+    """No progress bars (``Loading weights: ...``, one line per update without a terminal)
+    while a model loads; transformers' setting is restored afterwards."""
+    bars = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            transformers.utils.logging.enable_progress_bar()
+
+
+def _cache_tokenizer_and_config(gguf: Path, cached: Path, transformers: Any) -> None:
+    """The GGUF's tokenizer and configuration, converted by transformers once and kept in
+    ``cached`` (a few MB; the weights are read from the GGUF at each load)."""
+    kw = {"gguf_file": gguf.name, "local_files_only": True}
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kw)
+    config = transformers.AutoConfig.from_pretrained(gguf.parent, **kw)
+    tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
+    tokenizer.save_pretrained(tmp)
+    config.save_pretrained(tmp)
+    if cached.exists():  # another process cached it meanwhile
+        shutil.rmtree(tmp)
+        return
+    tmp.replace(cached)
+    logger.info(
+        "embedded: cached the tokenizer and configuration of %s in %s (%.1f MB)",
+        gguf.name,
+        cached,
+        _size_mb(cached),
+    )
+
+
+def unpermute_qk(weights: Any, n_head: int) -> Any:
+    """Undo llama.cpp's permutation of a query or key projection (rows interleaved per head for
+    its rotary layout), as transformers' GGUF loader does (``LlamaTensorProcessor``)."""
+    dim = weights.shape[0] // n_head // 2
+    return weights.reshape(n_head, dim, 2, *weights.shape[1:]).swapaxes(2, 1).reshape(weights.shape)
+
+
+def load_gguf_model(gguf: Path, config: Any, dtype: Any) -> Any:
+    """The causal LM of a GGUF, its weights de-quantised to float32 and cast to ``dtype``.
+
+    A llama-architecture GGUF is read here (gguf's reader and de-quantiser, gguf's tensor names,
+    :func:`unpermute_qk`): the same weights as transformers' GGUF loader, in seconds instead of
+    about 40 s. Other architectures go through transformers' GGUF loader."""
+    import gguf as gg
+    import numpy as np
+    import torch
+    import transformers
+
+    reader = gg.GGUFReader(gguf)
+    arch = reader.fields["general.architecture"].contents()
+    if arch != "llama" or config.model_type != "llama":
+        return transformers.AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=dtype, local_files_only=True
+        )
+    cls = transformers.LlamaForCausalLM
+    names = gg.get_tensor_name_map(gg.MODEL_ARCH.LLAMA, config.num_hidden_layers)
+    tensors = {t.name: t for t in reader.tensors}
+    with torch.device("meta"):  # the parameter names only: nothing is allocated
+        wanted = list(cls(config).state_dict())
+    state = {}
+    for name in wanted:
+        base, _, suffix = name.rpartition(".")
+        gname = names.get_name(base)
+        tensor = tensors.get(f"{gname}.{suffix}")
+        if tensor is None:
+            if name == "lm_head.weight" and config.tie_word_embeddings:
+                continue  # the embedding matrix, tied
+            raise ValueError(f"{gguf.name}: no tensor for {name} ({gname}.{suffix})")
+        weights = gg.dequantize(tensor.data, tensor.tensor_type)
+        if gname.endswith(".attn_q"):
+            weights = unpermute_qk(weights, config.num_attention_heads)
+        elif gname.endswith(".attn_k"):
+            weights = unpermute_qk(weights, config.num_key_value_heads)
+        state[name] = torch.from_numpy(np.array(weights, dtype=np.float32)).to(dtype)
+    return cls.from_pretrained(None, config=config, state_dict=state, dtype=dtype)
+
+
+#: what the cache folder holds; a new value gets a new folder (the float32 weights of earlier
+#: versions are not read: delete ``$MED_EVALS_CACHE_DIR/embedded`` to reclaim their space)
+CACHE_FORMAT = "tokenizer+config v1"
+
+
 class TransformersRuntime:
-    """transformers + torch on the GGUF de-quantised to float32 (converted once, cached), run in
-    ``dtype``; several requests are decoded together, left-padded, in one ``generate`` call."""
+    """transformers + torch on the GGUF's weights de-quantised to float32 (read from the GGUF at
+    each load), run in ``dtype``; greedy requests are decoded together, left-padded, in one
+    ``generate`` call; choice requests are scored one at a time (:meth:`choose`)."""
 
     def __init__(self, gguf: Path, threads: int | None, dtype: str) -> None:
         if "torch" not in sys.modules:
@@ -77,16 +178,18 @@ class TransformersRuntime:
             torch.set_num_threads(threads)
         self.torch = torch
         stat = gguf.stat()
-        tag = hashlib.sha256(f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-        cached = cache_dir() / "embedded" / f"{gguf.stem}-{tag.hexdigest()[:12]}"
-        auto_tok, auto_lm = transformers.AutoTokenizer, transformers.AutoModelForCausalLM
-        # local files only: the weights ship in a package, and a run must never reach the Hub
-        if not (cached / "config.json").is_file():
-            self._convert(gguf, cached, auto_tok, auto_lm)
-        self.tokenizer = auto_tok.from_pretrained(cached, local_files_only=True)
-        self.model = auto_lm.from_pretrained(
-            cached, dtype=getattr(torch, dtype), local_files_only=True
-        )
+        key = f"{gguf.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{CACHE_FORMAT}"
+        tag = hashlib.sha256(key.encode()).hexdigest()[:12]
+        cached = cache_dir() / "embedded" / f"{gguf.stem}-{tag}"
+        with _quiet_transformers(transformers):
+            # local files only: the weights ship in a package, and a run must never reach the Hub
+            if not (cached / "config.json").is_file():
+                _cache_tokenizer_and_config(gguf, cached, transformers)
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                cached, local_files_only=True
+            )
+            config = transformers.AutoConfig.from_pretrained(cached, local_files_only=True)
+            self.model = load_gguf_model(gguf, config, getattr(torch, dtype))
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         self.eos = set(eos if isinstance(eos, list) else [eos])
@@ -95,38 +198,13 @@ class TransformersRuntime:
         special = [self.tokenizer.pad_token_id, *self.tokenizer.all_special_ids]
         self.pad = next(i for i in special if i is not None and i not in self.eos)
 
-    @staticmethod
-    def _convert(gguf: Path, cached: Path, auto_tok: Any, auto_lm: Any) -> None:
-        import torch
-
-        kw = {"gguf_file": gguf.name, "local_files_only": True}
-        tokenizer = auto_tok.from_pretrained(gguf.parent, **kw)
-        model = auto_lm.from_pretrained(gguf.parent, dtype=torch.float32, **kw)
-        tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
-        # the weights are plain float32 now; transformers still flags them as GGUF-quantised
-        # and refuses to save them until the flag is dropped
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        if cached.exists():  # another process converted it meanwhile
-            shutil.rmtree(tmp)
-            return
-        tmp.replace(cached)
-        logger.warning(
-            "embedded: converted %s to float32 once and cached it in %s (%.0f MB); later runs "
-            "load it from there (set MED_EVALS_CACHE_DIR to move it; delete it to reclaim the "
-            "space)",
-            gguf.name,
-            cached,
-            _size_mb(cached),
-        )
-
     def generate(
         self, requests: Sequence[Request], on_step: StepCallback | None = None
     ) -> list[Generation]:
-        """Greedy replies to requests of one :func:`batch_key`, or one sampled reply."""
+        """Greedy replies to requests of one :func:`batch_key`, one sampled reply, or the
+        chosen replies of choice requests (one at a time)."""
+        if requests[0].choices:
+            return [self.choose(r) for r in requests]
         torch = self.torch
         config = requests[0].config
         prompts = [
@@ -161,6 +239,53 @@ class TransformersRuntime:
             self._reply(row[width:].tolist(), len(p), max_new, config)
             for row, p in zip(out, prompts, strict=True)
         ]
+
+    def choose(self, request: Request) -> Generation:
+        """The choice that is the most probable whole reply: each choice's tokens as the chat
+        template writes an assistant reply, end of turn included, scored after one pass over
+        the prompt (its cache shared by the choices). Ties go to the earlier choice."""
+        torch = self.torch
+        prompt, conts = self._choice_tokens(request.messages, request.choices)
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.tensor([prompt]), use_cache=True, logits_to_keep=1)
+            first = out.logits[0, -1].float().log_softmax(-1)
+            logprobs = [float(first[c[0]]) for c in conts]
+            width = max(len(c) for c in conts)
+            if width > 1:
+                cache = out.cache
+                cache.batch_repeat_interleave(len(conts))
+                # right-padded: a choice's own tokens never attend to the padding after them
+                rows = [c[:-1] + [self.pad] * (width - len(c)) for c in conts]
+                later = self.model(input_ids=torch.tensor(rows), cache=cache).logits
+                later = later.float().log_softmax(-1)
+                for i, c in enumerate(conts):
+                    logprobs[i] += sum(float(later[i, j - 1, c[j]]) for j in range(1, len(c)))
+        best = max(range(len(conts)), key=lambda i: logprobs[i])  # the first of equal ones
+        scores = dict(zip(request.choices, logprobs, strict=True))
+        return Generation(request.choices[best], len(prompt), len(conts[best]), "stop", scores)
+
+    def _choice_tokens(
+        self, messages: list[dict[str, str]], choices: Sequence[str]
+    ) -> tuple[list[int], list[list[int]]]:
+        """The prompt's tokens and each choice's reply tokens up to its end of turn."""
+        template = self.tokenizer.apply_chat_template
+
+        def tokens(msgs: list[dict[str, str]], **kw: Any) -> list[int]:
+            return list(template(msgs, return_dict=True, **kw)["input_ids"])
+
+        prompt = tokens(messages, add_generation_prompt=True)
+        conts = []
+        for choice in choices:
+            full = tokens([*messages, {"role": "assistant", "content": choice}])
+            rest = full[len(prompt) :]
+            ends = [i for i, t in enumerate(rest) if t in self.eos]
+            if full[: len(prompt)] != prompt or not ends:
+                raise ValueError(
+                    f"embedded: the chat template does not write the reply {choice!r} after the "
+                    "prompt and end its turn: choices cannot be scored with this model"
+                )
+            conts.append(rest[: ends[0] + 1])
+        return prompt, conts
 
     def _reply(self, new: list[int], n_in: int, max_new: int, config: GenerateConfig) -> Generation:
         n = len(new)
@@ -203,6 +328,8 @@ class LlamaCppRuntime:
     def generate(
         self, requests: Sequence[Request], on_step: StepCallback | None = None
     ) -> list[Generation]:
+        if any(r.choices for r in requests):
+            raise PrerequisiteError("embedded: choices need runtime=transformers")
         return [self._one(r.messages, r.config) for r in requests]
 
     def _one(self, messages: list[dict[str, str]], config: GenerateConfig) -> Generation:

@@ -1,0 +1,374 @@
+"""``med-evals compare``: the main job. One model run here and the study group's recorded replies,
+replayed, on the same trials and condition of the oncology study, in one Inspect ``eval``; then
+a short table that puts them beside the study's published Table 1 rows, the HTML report and the
+log folder for ``inspect view``.
+
+Defaults: ``embedded/smollm2-135m`` (in process, offline) with ``-M choices=POSITIVE,NEGATIVE``
+(the reply is the more probable of the study's two labels: our decoding choice, logged with each
+reply and named in the table), and the recorded GPT-4o and o1 replies of the group's earlier
+paper (``trials_with_predictions.csv``, turned into replay files in the run's folder at run time:
+the table has no licence and is never copied into the repository), on ``title_abstract`` (the
+study's baseline, the one condition both the recorded replies and Table 1 have) for the 20 trials
+of the ``smoke`` subset.
+
+Every number printed for a run is :meth:`Study.headline_values` over the run's per-sample values,
+read back from its log: the function behind the logged metrics (the tests check they are equal),
+the report and the regression gate. The published rows are the study's Table 1 as released
+(:mod:`med_evals.report.published`), printed as published.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from med_evals.exit_codes import FAILED, USAGE, CommandError
+
+DEFAULT_MODEL = "embedded/smollm2-135m"
+#: ``--model none``: the recorded replies only
+NO_MODEL = "none"
+#: the study's two labels: the default reply set of an embedded model here
+DEFAULT_CHOICES = "POSITIVE,NEGATIVE"
+DEFAULT_RECORDED = ("gpt4o_temp100", "o1_temp100")
+DEFAULT_CONDITION = "title_abstract"
+DEFAULT_SUBSET = "smoke"
+RECORDED_DATASET = "oncology-rct-250"
+RECORDED_FILE = "trials_with_predictions.csv"
+RECORDED_SOURCE = (
+    "recorded by the study group for its earlier paper (Windisch et al., JMIR 2026), with that "
+    "paper's prompt; replayed here and scored with this study's rules"
+)
+PUBLISHED_SOURCE = (
+    "Windisch et al. 2026, Table 1 as published: other models (GPT-5.2, Gemini 3 Flash, Claude "
+    "Opus 4.5), the study's prompt, all 250 trials"
+)
+#: the published Table 1 column of each headline number
+PUBLISHED_COLUMNS = {
+    "macro_f1_valid": "F1 Score (95% CI)",
+    "accuracy_valid": "Accuracy (95% CI)",
+    "valid_rate": "Valid predictions (%)",
+}
+#: seconds between progress updates: in place on a terminal, else one line now and then
+PROGRESS_TTY, PROGRESS_PIPE = 1.0, 30.0
+
+
+@dataclass
+class RunRow:
+    """One evaluated run: its label, where its replies come from, and its headline numbers."""
+
+    label: str
+    source: str
+    n: int
+    values: dict[str, float]
+    log: str
+    seconds: float
+
+
+@dataclass
+class Comparison:
+    condition: str
+    subset: str | None
+    runs: list[RunRow]
+    #: the published Table 1 rows of the condition, as published (strings)
+    published: list[dict[str, str]]
+    published_note: str
+    log_dir: Path
+    report: Path | None
+    notes: list[str] = field(default_factory=list)
+
+
+def model_label(model: str, args: dict[str, Any]) -> str:
+    """The run's model and every model arg it was given, e.g. ``embedded/smollm2-135m,
+    choices=POSITIVE,NEGATIVE``."""
+    extra = ", ".join(f"{k}={_text(v)}" for k, v in args.items())
+    return f"{model}, {extra}" if extra else model
+
+
+def _text(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+
+def _model_args(pairs: Sequence[str] | None, model: str) -> dict[str, Any]:
+    if pairs is None:
+        return {"choices": DEFAULT_CHOICES} if model.startswith("embedded/") else {}
+    out: dict[str, Any] = {}
+    for p in pairs:
+        name, sep, value = p.partition("=")
+        if not sep or not name.strip():
+            raise CommandError(f"-M {p!r}: expected NAME=VALUE", USAGE)
+        out[name.strip()] = value.strip()
+    return out
+
+
+def _replays(
+    recorded: Sequence[str], condition: str, data_dir: str | None, out: Path
+) -> dict[str, Path]:
+    """Replay files of the recorded models asked for, derived from the study group's table."""
+    from med_evals.data import fetch
+    from med_evals.models.recorded_replay import recorded_conditions, write_replays
+    from med_evals.tasks.oncology_rct import load_trials
+
+    if not recorded:
+        return {}
+    trials, _ = load_trials(data_dir)
+    table = fetch(RECORDED_DATASET, RECORDED_FILE, data_dir)
+    written = write_replays(table.path, out, trials)
+    missing = [m for m in recorded if m not in written]
+    if missing:
+        raise CommandError(
+            f"--recorded {','.join(missing)}: not in {table.path.name} "
+            f"(recorded models: {', '.join(written)})",
+            USAGE,
+        )
+    chosen = {m: written[m] for m in recorded}
+    for m, path in chosen.items():
+        if condition not in recorded_conditions(path):
+            raise CommandError(
+                f"--condition {condition}: {m} has no recorded replies for it (recorded: "
+                f"{', '.join(recorded_conditions(path))})",
+                USAGE,
+            )
+    return chosen
+
+
+def run_compare(
+    *,
+    model: str = DEFAULT_MODEL,
+    model_args: dict[str, Any] | None = None,
+    recorded: Sequence[str] = DEFAULT_RECORDED,
+    condition: str = DEFAULT_CONDITION,
+    subset: str | None = DEFAULT_SUBSET,
+    data_dir: str | None = None,
+    log_dir: str | Path | None = None,
+    report_dir: str | Path | None = None,
+    reference: str | None = None,
+    max_tokens: int | None = None,
+    progress: bool = True,
+) -> Comparison:
+    """Evaluate ``model`` and the ``recorded`` replies on one condition and subset; read the
+    headline numbers back from the logs; write the report. See the module's docstring."""
+    from inspect_ai import eval as inspect_eval
+    from inspect_ai.model import get_model
+
+    from med_evals.tasks.oncology_rct import oncology_rct
+
+    args = dict(model_args if model_args is not None else _model_args(None, model))
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    folder = Path(log_dir) if log_dir else Path("logs") / f"compare-{stamp}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as ex:
+        raise CommandError(f"--log-dir {folder}: cannot create it ({ex.strerror})", USAGE) from None
+    replays = _replays(recorded, condition, data_dir, folder / "replays")
+    task = oncology_rct(condition=condition, subset=subset, data_dir=data_dir)
+    label_args = dict(args)
+    if model.startswith("embedded/"):
+        interval = PROGRESS_TTY if sys.stderr.isatty() else PROGRESS_PIPE
+        args.setdefault("progress", interval if progress else 0)
+        label_args.pop("progress", None)
+    models = [get_model(model, **args)] if model != NO_MODEL else []
+    if not models and not replays:
+        raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
+    models += [get_model(f"replay/{path}") for path in replays.values()]
+    bar = getattr(models[0].api, "progress", None) if model != NO_MODEL else None
+    print(
+        f"med-evals compare: oncology_rct, condition {condition}, subset {subset or 'all'}: "
+        f"{model_label(model, label_args)}; recorded {', '.join(recorded) or 'none'}",
+        file=sys.stderr,
+        flush=True,
+    )
+    started = time.monotonic()
+    try:
+        logs = inspect_eval(
+            task,
+            model=models,
+            log_dir=str(folder),
+            display="none",
+            max_tasks=len(models),
+            max_tokens=max_tokens,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    failed = [lg for lg in logs if lg.status != "success"]
+    if failed:
+        lines = "; ".join(f"{lg.eval.model}: {lg.error.message if lg.error else lg.status} "
+                          f"({lg.location})" for lg in failed)
+        raise CommandError(f"a run did not complete: {lines}", FAILED)
+    wall = time.monotonic() - started
+
+    sources = {model: "run here, with the study's prompt"}
+    labels = {model: model_label(model, label_args)}
+    for name, path in replays.items():
+        sources[f"replay/{path}"] = RECORDED_SOURCE
+        labels[f"replay/{path}"] = f"{name} (replayed)"
+    rows = [_row(lg, labels, sources, condition) for lg in logs]
+    published, note = _published(condition, reference)
+    report, notes = _report([str(lg.location) for lg in logs], report_dir or folder / "report",
+                            reference)
+    notes.insert(0, f"evaluation: {wall:.0f} s for all runs (Inspect's eval, model load included)")
+    return Comparison(condition, subset, rows, published, note, folder, report, notes)
+
+
+def _row(log: Any, labels: dict[str, str], sources: dict[str, str], condition: str) -> RunRow:
+    from med_evals.logs import load_run
+
+    run = load_run(str(log.location))
+    values = run.by_condition().get(condition, [])
+    numbers = run.headline_values(values)
+    stats = log.stats
+    seconds = (
+        (datetime.fromisoformat(stats.completed_at) - datetime.fromisoformat(stats.started_at))
+        .total_seconds()
+        if stats.started_at and stats.completed_at
+        else math.nan
+    )
+    return RunRow(
+        labels[log.eval.model], sources[log.eval.model], len(values), numbers,
+        str(log.location), seconds,
+    )
+
+
+def _published(condition: str, reference: str | None) -> tuple[list[dict[str, str]], str]:
+    from med_evals.report import published
+    from med_evals.report.oncology import published_condition
+    from med_evals.studies import ONCOLOGY_RCT
+
+    name = next(n for n in ONCOLOGY_RCT.reference_tables if n.startswith("oncology-table1"))
+    got = published.load(name, reference)
+    if got.table is None:
+        return [], got.note
+    rows = [
+        r for r in got.table.to_dict("records") if published_condition(r["Condition"]) == condition
+    ]
+    if not rows:
+        return [], f"Table 1 has no row for {condition} (it has the study's five conditions)"
+    return rows, ""
+
+
+def _report(
+    logs: list[str], out: str | Path, reference: str | None
+) -> tuple[Path | None, list[str]]:
+    from med_evals.report import ReportError, build_report
+
+    try:
+        result = build_report(logs, out, reference=reference)
+    except ReportError as ex:
+        return None, [f"no report: {ex}"]
+    return result.html, [f"report: {w}" for w in result.warnings]
+
+
+def _num(value: float) -> str:
+    return "—" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def format_table(c: Comparison) -> str:
+    """The console table: our runs' headline numbers, then the published rows as published."""
+    from med_evals.studies import ONCOLOGY_RCT
+
+    heads = ONCOLOGY_RCT.headline  # the study's order
+    n_trials = {r.n for r in c.runs}
+    lines = [
+        f"oncology_rct (Windisch et al. 2026): condition {c.condition}, "
+        f"subset {c.subset or 'all'} ({', '.join(map(str, sorted(n_trials)))} trials)",
+        "",
+    ]
+    width = max([len(r.label) for r in c.runs] + [len(str(p["Model"])) + 12 for p in c.published]
+                + [20])
+    header = f"{'run':<{width}}  {'n':>4}  " + "  ".join(f"{h.display:>17}" for h in heads)
+    lines += [header, "-" * len(header)]
+    for r in c.runs:
+        cells = "  ".join(f"{_num(r.values[h.name]):>17}" for h in heads)
+        lines.append(f"{r.label:<{width}}  {r.n:>4}  {cells}")
+    for p in c.published:
+        cells = "  ".join(
+            f"{p[PUBLISHED_COLUMNS[h.name]] + ('%' if h.name == 'valid_rate' else ''):>17}"
+            for h in heads
+        )
+        lines.append(f"{str(p['Model']) + ' (published)':<{width}}  {'250':>4}  {cells}")
+    lines.append("")
+    lines.append(
+        "Macro-F1 and accuracy: over the valid replies; valid rate: share of all trials whose "
+        "reply is exactly POSITIVE or NEGATIVE after trimming, in any case (the study's "
+        "definitions; published rows: as printed in the paper, valid rate in %, 95% Wald "
+        "intervals)."
+    )
+    for r in c.runs:
+        lines.append(f"- {r.label}: {r.source}")
+    if c.published:
+        lines.append(f"- published rows: {PUBLISHED_SOURCE}")
+    elif c.published_note:
+        lines.append(f"- published rows not shown: {c.published_note}")
+    if any("choices=" in r.label for r in c.runs):
+        lines.append(
+            "- choices=...: the reply is the more probable of the listed replies (our decoding "
+            "option, not the study's): valid by construction; the probabilities are in the log"
+        )
+    lines.append("")
+    lines += c.notes
+    if c.report:
+        lines.append(f"report: {c.report}")
+    lines.append(f"logs:   inspect view --log-dir {c.log_dir}")
+    return "\n".join(lines)
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "compare",
+        help="the main job: a model run here and recorded replies, beside the published table",
+        description=__doc__.split("\n\n")[0] if __doc__ else None,
+    )
+    p.add_argument(
+        "--model",
+        default=DEFAULT_MODEL,
+        help=f"model to run (default {DEFAULT_MODEL}; any Inspect model; none: recorded only)",
+    )
+    p.add_argument(
+        "-M",
+        dest="model_args",
+        action="append",
+        metavar="NAME=VALUE",
+        help=f"model arg (repeatable); default for embedded models: choices={DEFAULT_CHOICES}; "
+        "-M choices= gives the study's free reply (then pass --max-tokens)",
+    )
+    p.add_argument(
+        "--recorded",
+        default=",".join(DEFAULT_RECORDED),
+        help="recorded models to replay, comma-separated, or 'none' "
+        f"(default {','.join(DEFAULT_RECORDED)}; also gpt35turbo_temp100)",
+    )
+    p.add_argument("--condition", default=DEFAULT_CONDITION, help="oncology condition")
+    p.add_argument("--subset", default=DEFAULT_SUBSET, help="stored subset; 'all': 250 trials")
+    p.add_argument("--max-tokens", type=int, help="output tokens per reply (default: the task's)")
+    p.add_argument("--log-dir", help="folder for the logs (default logs/compare-<time>)")
+    p.add_argument("--out", help="folder for the report (default <log dir>/report)")
+    p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
+    p.add_argument("--reference", help="folder of the published tables (see med-evals report)")
+    p.set_defaults(func=cli)
+
+
+def cli(args: argparse.Namespace) -> int:
+    recorded = [] if args.recorded.strip() == "none" else [
+        r.strip() for r in args.recorded.split(",") if r.strip()
+    ]
+    comparison = run_compare(
+        model=args.model,
+        model_args=_model_args(args.model_args, args.model),
+        recorded=recorded,
+        condition=args.condition,
+        subset=None if args.subset == "all" else args.subset,
+        data_dir=args.data_dir,
+        log_dir=args.log_dir,
+        report_dir=args.out,
+        reference=args.reference,
+        max_tokens=args.max_tokens,
+    )
+    print(format_table(comparison))
+    return 0

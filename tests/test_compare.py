@@ -1,0 +1,175 @@
+"""``med-evals compare``: a model run here and recorded replies, beside the published table."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from inspect_ai.log import read_eval_log
+
+from med_evals.cli import main
+from med_evals.compare import format_table, run_compare
+from med_evals.data import git_blob_sha1_of, sha256_of
+
+from .conftest import REPO
+from .oncology_support import FIXTURE_CSV, install_fixture
+
+SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+HEADLINE = ("valid_rate", "accuracy_valid", "macro_f1_valid")
+
+
+def _recorded_fixture(tmp_path: Path, monkeypatch) -> Path:
+    """The fixture trials, and a recorded table in the study group's wide layout for them
+    (laid out as dataset oncology-rct-250 behind a pinned manifest)."""
+    data = install_fixture(tmp_path, monkeypatch)
+    trials = pd.read_csv(FIXTURE_CSV, dtype=str, keep_default_na=False)
+    wide = trials[["doi", "Annotation_accept"]].copy()
+    # m1: right on every trial; m2: NEGATIVE everywhere, one reply not a label
+    wide["m1_title_abstract_response_raw"] = wide["Annotation_accept"]
+    wide["m2_title_abstract_response_raw"] = ["NEGATIVE"] * (len(wide) - 1) + ["NEGATIVE."]
+    wide["m1_conclusion_response_raw"] = "POSITIVE"
+    wide["m2_conclusion_response_raw"] = "POSITIVE"
+    folder = data / "oncology-rct-250"
+    folder.mkdir()
+    table = folder / "trials_with_predictions.csv"
+    wide.iloc[::-1].to_csv(table, index=False)  # matched to trials by DOI, not row order
+    manifest = {
+        "name": "oncology-rct-250",
+        "local_dir": "oncology-rct-250",
+        "revision": "fixture",
+        "source": {"repository": "tests"},
+        "license": "test fixture",
+        "files": {
+            table.name: {"sha256": sha256_of(table), "git_blob_sha1": git_blob_sha1_of(table)}
+        },
+    }
+    (tmp_path / "manifests" / "oncology-rct-250.yaml").write_text(yaml.safe_dump(manifest))
+    return data
+
+
+def _logged_headline(path: str) -> dict[str, float]:
+    log = read_eval_log(path, header_only=True)
+    assert log.results is not None
+    return {
+        name: metric.value
+        for score in log.results.scores
+        for name, metric in score.metrics.items()
+        if name in HEADLINE
+    }
+
+
+def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, monkeypatch):
+    _recorded_fixture(tmp_path, monkeypatch)
+    empty = tmp_path / "no-reference"
+    empty.mkdir()
+    c = run_compare(
+        model="none",
+        recorded=["m1", "m2"],
+        subset=None,
+        log_dir=tmp_path / "logs",
+        reference=str(empty),
+    )
+    assert [r.label for r in c.runs] == ["m1 (replayed)", "m2 (replayed)"]
+    m1, m2 = c.runs
+    assert m1.n == m2.n == 6
+    # the numbers are the study's headline, as the logs hold them
+    assert m1.values == {"valid_rate": 1.0, "accuracy_valid": 1.0, "macro_f1_valid": 1.0}
+    assert m2.values["valid_rate"] == pytest.approx(5 / 6)
+    for r in c.runs:
+        assert r.values == _logged_headline(r.log)
+    # the replay files were derived at run time in the run's folder
+    assert sorted(p.name for p in (tmp_path / "logs" / "replays").iterdir()) == [
+        "m1.jsonl",
+        "m2.jsonl",
+    ]
+    assert c.report is not None and c.report.is_file()
+    assert c.published == [] and "not shown beside ours" in c.published_note
+    text = format_table(c)
+    assert "m2 (replayed)" in text and "0.833" in text
+    assert "published rows not shown" in text
+    assert f"inspect view --log-dir {tmp_path / 'logs'}" in text
+
+
+@pytest.mark.skipif(
+    not (SHARED_REFERENCE / "oncology-table1-published.csv").is_file(),
+    reason="the published Table 1 is not beside the checkout",
+)
+def test_published_rows_of_the_condition_printed_as_published(tmp_path, monkeypatch):
+    _recorded_fixture(tmp_path, monkeypatch)
+    c = run_compare(
+        model="none",
+        recorded=["m1"],
+        subset=None,
+        log_dir=tmp_path / "logs",
+        reference=str(SHARED_REFERENCE),
+    )
+    assert [p["Model"] for p in c.published] == ["GPT-5.2", "Gemini 3 Flash", "Claude Opus 4.5"]
+    assert {p["Condition"] for p in c.published} == {"Baseline"}
+    text = format_table(c)
+    assert "GPT-5.2 (published)" in text and "0.96 (0.94-0.99)" in text
+    assert "other models (GPT-5.2, Gemini 3 Flash, Claude Opus 4.5)" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--recorded", "m3"], "--recorded m3: not in trials_with_predictions.csv"),
+        (["--condition", "doi_only"], "--condition doi_only: m1 has no recorded replies"),
+        (["--recorded", "none"], "nothing to compare"),
+        (["-M", "choices"], "-M 'choices': expected NAME=VALUE"),
+    ],
+)
+def test_bad_requests_are_one_line(tmp_path, monkeypatch, capsys, argv, says):
+    _recorded_fixture(tmp_path, monkeypatch)
+    base = ["compare", "--model", "none", "--recorded", "m1", "--subset", "all"]
+    base += ["--log-dir", str(tmp_path / "logs")]
+    if argv[0] == "-M":
+        base[2] = "embedded/smollm2-135m"
+    assert main([*base, *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("med-evals compare: error: ") and says in err[-1]
+
+
+def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
+    """The README's command on the fixture: the embedded model with its reply restricted to the
+    study's two labels, beside recorded replies; every printed number is the log's."""
+    pytest.importorskip("transformers")
+    from med_evals._compat import PrerequisiteError
+    from med_evals.models.embedded import resolve_gguf
+
+    try:
+        resolve_gguf("smollm2-135m")
+    except PrerequisiteError as ex:
+        pytest.skip(str(ex.message))
+    _recorded_fixture(tmp_path, monkeypatch)
+    logs = tmp_path / "logs"
+    code = main(["compare", "--recorded", "m1", "--subset", "all", "--log-dir", str(logs)])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "embedded/smollm2-135m, choices=POSITIVE,NEGATIVE" in out
+    assert "our decoding option, not the study's" in out
+    paths = sorted(str(p) for p in logs.glob("*.eval"))
+    assert len(paths) == 2
+    for path in paths:
+        log = read_eval_log(path)
+        assert log.status == "success"
+        logged = _logged_headline(path)
+        for name in HEADLINE:  # the console shows the logged value, to its 3 decimals
+            assert f"{logged[name]:.3f}" in out
+        if log.eval.model.startswith("embedded/"):
+            assert log.eval.model_args["choices"] == "POSITIVE,NEGATIVE"
+            assert logged["valid_rate"] == 1.0  # by construction
+            for s in log.samples:
+                lps = s.output.metadata["choice_logprobs"]
+                assert set(lps) == {"POSITIVE", "NEGATIVE"}
+                assert s.output.completion == max(lps, key=lps.get)
+                (call,) = [e.call for e in s.events if e.event == "model"]
+                assert call.request["choices"] == ["POSITIVE", "NEGATIVE"]
+                decoding = call.request["decoding"]  # long strings are stored once
+                decoding = s.attachments.get(decoding.removeprefix("attachment://"), decoding)
+                assert "ours, not a study's setting" in decoding
+    assert (logs / "report" / "report.html").is_file()
+    assert json.loads((logs / "replays" / "m1.jsonl").read_text().splitlines()[0])["model"] == "m1"
