@@ -12,12 +12,21 @@ from med_evals.studies import STUDIES
 
 
 def _flip_rate(args: argparse.Namespace) -> int:
-    from med_evals.logs import expand_log_paths, score_values
+    from med_evals.exit_codes import CommandError
+    from med_evals.logs import LogPathError, score_values, select_logs
     from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 
     pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
+    try:
+        selection = select_logs(args.logs, strict=True)
+    except LogPathError as ex:
+        raise CommandError(str(ex)) from None
+    # one log per eval (after a kill and eval-retry, the finished one), as report and regress
+    for line in [*selection.unreadable, *(u[3] for u in selection.unfinished),
+                 *selection.superseded]:
+        print(f"skipped: {line}", file=sys.stderr)
     by_model: dict[str, list] = {}
-    for path in expand_log_paths(args.logs):
+    for path in selection.finished:
         try:
             model, values = score_values(path, "trial_outcome")
         except ValueError as ex:
@@ -48,8 +57,7 @@ def _flip_rate(args: argparse.Namespace) -> int:
                     }
                 )
     if not rows:
-        print("no log holds both conditions of any requested pair", file=sys.stderr)
-        return 1
+        raise CommandError("no log holds both conditions of any requested pair")
     _emit(pd.DataFrame(rows), args.out)
     return 0
 

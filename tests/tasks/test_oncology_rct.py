@@ -1,4 +1,5 @@
 import re
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -317,6 +318,18 @@ def test_flip_rate_command_on_two_runs(fixture_data, capsys, tmp_path):
     assert table.loc[0, "flip_rate_all_paired"] == 1.0 and table.loc[0, "n_all_paired"] == 6
     # the directory form finds the same logs
     assert cli_main(["flip-rate", str(tmp_path / "logs")]) == 0
+    # the same run twice in one folder (a copy of the finished log) counts once
+    shutil.copy(logs[0], tmp_path / "logs" / ("copy-" + Path(logs[0]).name))
+    capsys.readouterr()
+    assert cli_main(["flip-rate", str(tmp_path / "logs"), "--out", str(tmp_path / "f2.csv")]) == 0
+    assert pd.read_csv(tmp_path / "f2.csv").loc[0, "n_both_valid"] == 6
+    assert "ignored" in capsys.readouterr().err
+    # nothing to compare, or a path that is not there: one line, exit 2 (exit_codes.USAGE)
+    assert cli_main(["flip-rate", logs[0]]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["med-evals flip-rate: error: no log holds both conditions of any requested pair"]
+    assert cli_main(["flip-rate", str(tmp_path / "nowhere")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
 
 
 def test_registered_through_the_entry_point(tmp_path, monkeypatch):
