@@ -30,7 +30,7 @@ from pathlib import Path
 
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 
-from med_evals.solvers.prompts import ONCOLOGY_SYSTEM_PROMPT
+from med_evals.solvers.oncology_rct import ONCOLOGY_SYSTEM_PROMPT
 
 FIXTURES = Path(__file__).resolve().parents[1] / "datasets" / "fixtures"
 
@@ -73,7 +73,7 @@ def prompts(n: int) -> list[list[ChatMessageSystem | ChatMessageUser]]:
 
 def fixture_prompts() -> list[list[ChatMessageSystem | ChatMessageUser]]:
     """The model input of every shipped fixture sample (the tasks' own prompt code)."""
-    from med_evals.solvers.verdict_prompts import prompt_messages
+    from med_evals.solvers.verdict import prompt_messages
     from med_evals.tasks import healthfc, medevidence, medreqal, oncology_rct
 
     trials = oncology_rct.read_trials(FIXTURES / "oncology_trials_fixture.csv")

@@ -14,7 +14,7 @@ from med_evals.studies import STUDIES
 def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
     from med_evals.logs import LogPathError, score_values, select_logs
-    from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
+    from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 
     pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
     try:
@@ -63,7 +63,12 @@ def _flip_rate(args: argparse.Namespace) -> int:
 
 
 def _score_recorded(args: argparse.Namespace) -> int:
-    from med_evals.recorded import check_out_file, read_recorded, score_recorded, table
+    from med_evals.tasks.oncology_recorded import (
+        check_out_file,
+        read_recorded,
+        score_recorded,
+        table,
+    )
 
     check_out_file(args.out)
     trials = None
@@ -77,14 +82,14 @@ def _score_recorded(args: argparse.Namespace) -> int:
 
 
 def _recorded_to_replay(args: argparse.Namespace) -> int:
-    from med_evals.models.recorded_replay import cli
+    from med_evals.tasks.oncology_recorded_replay import cli
 
     return cli(args)
 
 
 def _export_counterfactuals(args: argparse.Namespace) -> int:
-    from med_evals.counterfactual_export import export_counterfactuals
     from med_evals.exit_codes import USAGE, CommandError
+    from med_evals.tasks.counterfactual_export import export_counterfactuals
 
     summary = export_counterfactuals(args.logs, args.out)
     skipped = summary.pop("skipped")

@@ -13,7 +13,7 @@ from med_evals._compat import PrerequisiteError
 from med_evals.data import DatasetError
 from med_evals.models import embedded, embedded_runtime
 from med_evals.models.embedded import resolve_gguf
-from med_evals.solvers.prompts import ONCOLOGY_SYSTEM_PROMPT
+from med_evals.solvers.oncology_rct import ONCOLOGY_SYSTEM_PROMPT
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture

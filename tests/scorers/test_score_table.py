@@ -70,7 +70,7 @@ def outcome_value(rng: random.Random) -> dict[str, Any]:
 def _metrics() -> dict[str, list[Any]]:
     from inspect_ai.scorer._scorer import scorer_metrics
 
-    from med_evals.scorers.outcome import outcome_metrics
+    from med_evals.scorers.oncology_rct import outcome_metrics
     from med_evals.scorers.verdict import verdict
 
     oncology = ["POSITIVE", "NEGATIVE"]

@@ -6,7 +6,7 @@ from inspect_ai import score as inspect_score
 from inspect_ai.model import get_model
 
 from med_evals.data import DatasetError
-from med_evals.scorers.effect import effect_direction
+from med_evals.scorers.medevidence import effect_direction
 from med_evals.tasks.medevidence import medevidence, read_questions
 
 from ..conftest import replying

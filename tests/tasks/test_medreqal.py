@@ -15,7 +15,7 @@ from inspect_ai.model import ChatMessageSystem, ModelOutput, ModelUsage, get_mod
 
 from med_evals.data import DatasetError
 from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packaged_encoder_path
-from med_evals.solvers import verdict_prompts
+from med_evals.solvers import verdict as verdict_prompts
 from med_evals.tasks.medreqal import (
     EXPECTED_LABELS,
     EXPECTED_ROWS,

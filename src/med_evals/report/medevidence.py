@@ -21,8 +21,8 @@ from med_evals.report.tables import (
     ordered_conditions,
     paired_table,
 )
-from med_evals.scorers.effect import effect_metrics
 from med_evals.scorers.headline import metric_values
+from med_evals.scorers.medevidence import effect_metrics
 from med_evals.studies import Study
 
 OURS = " [three-label scheme: ours, not the paper's]"

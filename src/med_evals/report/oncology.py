@@ -3,7 +3,7 @@ baseline, flip rates, the identifier pull and paired comparisons.
 
 Valid rate, accuracy and macro-F1 are the headline numbers (:meth:`Study.headline_values`);
 sensitivity, specificity, F1 of POSITIVE, the intervals and the counts are
-:func:`~med_evals.scorers.outcome.summarize_condition`'s, the function behind the logged
+:func:`~med_evals.scorers.oncology_rct.summarize_condition`'s, the function behind the logged
 metrics. Any mix of runs works: a number that needs a condition a run does not have is left
 out, and a comparison with no valid prediction says so instead of printing a test.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from med_evals.recorded import CONDITION_ALIASES
 from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import fmt_ci, fmt_interval
@@ -25,9 +24,10 @@ from med_evals.report.tables import (
     paired_table,
     reference_table,
 )
-from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
-from med_evals.scorers.outcome import summarize_condition
+from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
+from med_evals.scorers.oncology_rct import summarize_condition
 from med_evals.studies import Study
+from med_evals.tasks.oncology_recorded import CONDITION_ALIASES
 
 BASELINE = "title_abstract"
 IDENTIFIER_PAIR = ("counterfactual", "counterfactual_doi")

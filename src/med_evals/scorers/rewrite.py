@@ -42,7 +42,7 @@ from inspect_ai.solver import TaskState
 
 from med_evals.scorers.judges import grader_model
 from med_evals.scorers.labels import invert_outcome, parse_outcome_strict
-from med_evals.solvers import prompts
+from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import GENERATE_ERROR
 
 SECTIONS = ("introduction", "methods", "results", "conclusions")

@@ -23,7 +23,6 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import system_message
 
-from med_evals.counterfactual_export import accepted_dois
 from med_evals.data import resolve_file
 from med_evals.params import (
     Choice,
@@ -41,6 +40,7 @@ from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.studies import TOOL_VERSIONS
+from med_evals.tasks.counterfactual_export import accepted_dois
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
 from med_evals.tasks.run_checks import before_run
 

@@ -24,7 +24,7 @@ from med_evals.params import Flag, check_params
 from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES
-from med_evals.solvers.verdict_prompts import check_variant
+from med_evals.solvers.verdict import check_variant
 from med_evals.studies import HEALTHFC
 from med_evals.tasks.medreqal import check_counts, verdict_params, verdict_task
 

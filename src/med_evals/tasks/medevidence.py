@@ -26,7 +26,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
 from med_evals.data import DatasetError, fetch, read_csv_checked
 from med_evals.params import Choice, Directory, ParamError, Text, check_params
-from med_evals.scorers.effect import (
+from med_evals.scorers.medevidence import (
     DISPLAY,
     FIVE,
     LABEL_SETS,
@@ -36,7 +36,7 @@ from med_evals.scorers.effect import (
     gold_label,
 )
 from med_evals.scorers.reducers import majority_label
-from med_evals.solvers import medevidence_prompts as prompts
+from med_evals.solvers import medevidence as prompts
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.studies import MEDEVIDENCE, METRIC_SETS
 from med_evals.subsets import load_subset, select

@@ -46,7 +46,7 @@ from med_evals.scorers.verdict import (
     verdict_metrics,
 )
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.solvers.verdict_prompts import PAPER_MODELS, check_variant, prompted_samples
+from med_evals.solvers.verdict import PAPER_MODELS, check_variant, prompted_samples
 from med_evals.studies import MEDREQAL, METRIC_SETS, spec
 from med_evals.subsets import load_subset, select
 from med_evals.tasks.run_checks import before_run

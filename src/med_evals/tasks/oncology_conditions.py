@@ -2,8 +2,8 @@
 
 The study's five (Table 1), its appendix's three, the section ablations of the group's earlier
 paper and the negative controls proposed in the study's outlook. Each condition names its user
-prompt template (:mod:`med_evals.solvers.prompts`, the papers' wording) and whether it shows the
-counterfactual text, scored against the inverted label.
+prompt template (:mod:`med_evals.solvers.oncology_rct`, the papers' wording) and whether it
+shows the counterfactual text, scored against the inverted label.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from med_evals.solvers import prompts
+from med_evals.solvers import oncology_rct as prompts
 from med_evals.tasks.oncology_controls import Controls
 
 

@@ -31,11 +31,11 @@ from med_evals.params import (
     Text,
     check_params,
 )
-from med_evals.scorers.flips import DEFAULT_FLIP_PAIRS
 from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
-from med_evals.scorers.outcome import outcome_metrics, trial_outcome
+from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS
+from med_evals.scorers.oncology_rct import outcome_metrics, trial_outcome
 from med_evals.scorers.reducers import majority_label
-from med_evals.solvers import prompts
+from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.studies import METRIC_SETS, ONCOLOGY_RCT
 from med_evals.subsets import load_subset, select

@@ -1,9 +1,9 @@
 """Recorded oncology replies as replay files, so ``replay/<file>`` re-runs them through the task.
 
 The study groups published their models' raw replies as tables (see
-:mod:`med_evals.recorded`: the wide ``<model>_<condition>_response_raw`` layout or a long
-table). :func:`write_replays` writes one JSONL replay file per model, keyed by the task's own
-sample ids (``<condition>-<trial:03d>``), so that::
+:mod:`med_evals.tasks.oncology_recorded`: the wide ``<model>_<condition>_response_raw`` layout
+or a long table). :func:`write_replays` writes one JSONL replay file per model, keyed by the
+task's own sample ids (``<condition>-<trial:03d>``), so that::
 
     inspect eval med_evals/oncology_rct -T condition=<the recorded conditions> \\
         --model replay/<dir>/<model>.jsonl
@@ -27,8 +27,8 @@ import pandas as pd
 
 from med_evals.data import DatasetError
 from med_evals.exit_codes import USAGE, CommandError
-from med_evals.recorded import read_recorded, scored_reply
 from med_evals.scorers.labels import invert_outcome
+from med_evals.tasks.oncology_recorded import read_recorded, scored_reply
 
 TASK = "oncology_rct"
 _COUNTERFACTUAL = {"counterfactual", "counterfactual_doi", "counterfactual_title_only"}

@@ -10,7 +10,7 @@ Two table layouts are read:
   ``model`` / ``vendor`` and ``ground_truth`` (else taken from the trials dataset).
 
 Every reply goes through the same parser and metrics as the Inspect task
-(:func:`~med_evals.scorers.outcome.outcome_value`, :func:`summarize_condition`): the
+(:func:`~med_evals.scorers.oncology_rct.outcome_value`, :func:`summarize_condition`): the
 counterfactual study's rules (strict validity, macro-F1 over valid predictions, clipped Wald
 intervals with z = 1.96). Applied to the earlier paper's recorded GPT-3.5 / GPT-4o / o1
 replies, these are *not* that paper's own analysis (it used POSITIVE-class F1, unclipped Wald
@@ -34,7 +34,7 @@ import pandas as pd
 
 from med_evals.data import DatasetError, read_csv_checked, row_error
 from med_evals.scorers.labels import ERROR, TRIAL_OUTCOME, invert_outcome
-from med_evals.scorers.outcome import outcome_value, summarize_condition
+from med_evals.scorers.oncology_rct import outcome_value, summarize_condition
 
 #: Condition names used by the study groups' scripts, mapped to this package's.
 CONDITION_ALIASES = {

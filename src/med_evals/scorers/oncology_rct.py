@@ -34,7 +34,6 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.classification import per_condition, valid_rate_of
-from med_evals.scorers.flips import flip_rates
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import (
     ERROR,
@@ -43,6 +42,7 @@ from med_evals.scorers.labels import (
     parse_outcome_lenient,
     parse_outcome_strict,
 )
+from med_evals.scorers.oncology_flips import flip_rates
 from med_evals.scorers.score_table import table_rows
 from med_evals.scorers.values import OutcomeValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR

@@ -2,14 +2,14 @@ import re
 
 import pytest
 
-from med_evals.scorers.effect import (
+from med_evals.scorers.labels import ERROR, INVALID
+from med_evals.scorers.medevidence import (
     answer_value,
     gold_label,
     parse_effect,
     parse_effect_lenient,
     reply_fields,
 )
-from med_evals.scorers.labels import ERROR, INVALID
 
 # (reply, the authors' grading, our lenient reading)
 FIVE = [

@@ -7,7 +7,7 @@ import shutil
 
 from med_evals.cli import main as cli_main
 
-from .oncology_support import FIXTURE_CSV
+from ..oncology_support import FIXTURE_CSV
 
 
 def test_unreadable_logs_are_named_with_path_and_reason(tmp_path, capsys):
