@@ -1,13 +1,16 @@
 import math
 import random
 
+import numpy as np
 import pytest
-from scipy.stats import norm
+from scipy.stats import binomtest, norm
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, recall_score
 from statsmodels.stats.proportion import proportion_confint
 
+from med_evals.scorers.classification import binary_summary, macro_f1_score_of
 from med_evals.stats import (
-    binary_summary,
+    bootstrap_difference,
+    mcnemar_exact,
     proportion_with_intervals,
     wald_interval,
     wilson_interval,
@@ -79,3 +82,38 @@ def test_proportion_with_intervals():
     assert r["wald"] == pytest.approx(
         proportion_confint(12, 40, alpha=STUDY_ALPHA, method="normal")
     )
+
+
+def test_mcnemar_exact_is_the_binomial_test_on_discordant_pairs():
+    a = [1] * 30 + [1] * 9 + [0] * 3 + [0] * 8
+    b = [1] * 30 + [0] * 9 + [1] * 3 + [0] * 8
+    r = mcnemar_exact(a, b)
+    assert (r["a_only"], r["b_only"], r["n"]) == (9, 3, 50)
+    assert r["p_value"] == pytest.approx(binomtest(3, 12, 0.5).pvalue)
+    with pytest.raises(ValueError):
+        mcnemar_exact([1, 0], [1])
+
+
+def test_bootstrap_difference_is_centred_on_the_point_estimate():
+    """The paired bootstrap of the report and the gate, of a function of per-sample values."""
+    rng = np.random.default_rng(3)
+    labels = ["A", "B", "C"]
+    gold = rng.choice(labels, 200)
+    pa = np.where(rng.random(200) < 0.8, gold, rng.choice(labels, 200))
+    pb = np.where(rng.random(200) < 0.6, gold, rng.choice(labels, 200))
+    a = [{"target": g, "prediction": p} for g, p in zip(gold, pa, strict=True)]
+    b = [{"target": g, "prediction": p} for g, p in zip(gold, pb, strict=True)]
+
+    def f1(values):
+        gold_, pred = [v["target"] for v in values], [v["prediction"] for v in values]
+        return {"macro_f1": macro_f1_score_of(gold_, pred, labels)}
+
+    r = bootstrap_difference(f1, a, b, n_boot=300, seed=1)["macro_f1"]
+    want = f1_score(gold, pa, average="macro", labels=labels) - f1_score(
+        gold, pb, average="macro", labels=labels
+    )
+    assert r["difference"] == pytest.approx(want)
+    assert r["lo"] < want < r["hi"] and r["lo"] > 0  # A is clearly better
+    assert bootstrap_difference(f1, a, b, n_boot=300, seed=1)["macro_f1"] == r
+    with pytest.raises(ValueError, match="differ in length"):
+        bootstrap_difference(f1, a, b[:-1])

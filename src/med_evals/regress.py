@@ -35,8 +35,8 @@ from typing import Any
 
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.logs import LogPathError, LogSelection, LogSkipped, Run, load_run, select_logs
-from med_evals.report.paired import bootstrap_difference
-from med_evals.scorers.generation import mean_present
+from med_evals.scorers.score_table import mean_present
+from med_evals.stats import bootstrap_difference
 from med_evals.studies import NON_SETUP_ARGS, STUDIES, spec
 
 FORMAT = 2
@@ -202,7 +202,7 @@ def untested_reason(
     new: Sequence[Mapping[str, Any]],
 ) -> str:
     """Why a headline metric could not be tested: ``boot`` is its
-    :func:`~med_evals.report.paired.bootstrap_difference` entry (``a`` new, ``b`` old, over
+    :func:`~med_evals.stats.bootstrap_difference` entry (``a`` new, ``b`` old, over
     the shared samples), ``old`` and ``new`` the two runs' values of those samples."""
     if not old:
         return "no shared samples"

@@ -1,24 +1,22 @@
-"""Classification statistics with the oncology study's definitions.
+"""Intervals and paired tests: the statistics behind every interval, report test and gate.
 
-- Metrics are computed on valid predictions only (the study's rule); the valid rate is over
-  all samples (invalid and errors in the denominator).
-- F1 is macro-F1 over [POSITIVE, NEGATIVE] (scikit-learn ``average="macro"``), as in the study's
-  analysis code; the F1 of the positive class is reported beside it.
-- Sensitivity = TP / (TP + FN) and specificity = TN / (TN + FP), POSITIVE being the positive
-  class.
-- 95% intervals: the normal-approximation (Wald) interval the study used, clipped to [0, 1],
-  with n = valid predictions for accuracy and F1, n = TP + FN for sensitivity and n = TN + FP
-  for specificity; a Wilson score interval with the same p and n beside it.
+- 95% intervals of a proportion: the normal-approximation (Wald) interval the oncology study
+  used, clipped to [0, 1], with n = valid predictions for accuracy and F1, n = TP + FN for
+  sensitivity and n = TN + FP for specificity
+  (:func:`med_evals.scorers.classification.binary_summary`); a Wilson score interval with the
+  same p and n beside it.
+- McNemar's exact test on paired correctness, and a paired percentile bootstrap of any function
+  of per-sample values (the report's comparisons and ``med-evals regress``).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
 
 ALPHA_95 = 0.05
@@ -45,82 +43,12 @@ def wilson_interval(p: float, n: int) -> tuple[float, float]:
     return (float(lo), float(hi))
 
 
-def _ratio(num: int, den: int) -> float:
+def ratio(num: int, den: int) -> float:
     return num / den if den else math.nan
 
 
-def binary_estimates(
-    y_true: Sequence[str],
-    y_pred: Sequence[str],
-    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
-) -> dict[str, Any]:
-    """Point values over valid predictions: accuracy, macro-F1, F1 of ``labels[0]``,
-    sensitivity, specificity and the confusion counts (NaN for no predictions).
-
-    The one computation of these numbers: the logged metrics, their intervals
-    (:func:`binary_summary`), the report and the regression gate all come from here.
-    """
-    n = len(y_true)
-    if n == 0:
-        cm = np.zeros((2, 2), dtype=int)
-        acc = f1m = f1p = math.nan
-    else:
-        # integer codes (0: labels[0], 1: labels[1], 2: anything else): the same values as on
-        # the strings, without scikit-learn's slow checks of string arrays
-        codes = {labels[0]: 0, labels[1]: 1}
-        t = np.fromiter((codes.get(x, 2) for x in y_true), dtype=np.int64, count=n)
-        p = np.fromiter((codes.get(x, 2) for x in y_pred), dtype=np.int64, count=n)
-        if (t == 2).any() or (p == 2).any():
-            raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
-        cm = confusion_matrix(t, p, labels=[0, 1])
-        acc = float(accuracy_score(t, p))
-        # per-class F1 in one call: macro-F1 is their mean (f1_score(average="macro")), the F1
-        # of labels[0] is its entry (f1_score(pos_label=labels[0]))
-        f1 = precision_recall_fscore_support(t, p, labels=[0, 1], average=None, zero_division=0)[2]
-        f1m, f1p = float(np.mean(f1)), float(f1[0])
-    tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
-    return {
-        "n": n,
-        "tp": tp,
-        "fn": fn,
-        "fp": fp,
-        "tn": tn,
-        "accuracy": acc,
-        "macro_f1": f1m,
-        "f1_positive": f1p,
-        "sensitivity": _ratio(tp, tp + fn),
-        "specificity": _ratio(tn, tn + fp),
-    }
-
-
-#: each estimate and the n of its interval
-_INTERVAL_N = {
-    "accuracy": lambda e: e["n"],
-    "macro_f1": lambda e: e["n"],
-    "f1_positive": lambda e: e["n"],
-    "sensitivity": lambda e: e["tp"] + e["fn"],
-    "specificity": lambda e: e["tn"] + e["fp"],
-}
-
-
-def binary_summary(
-    y_true: Sequence[str],
-    y_pred: Sequence[str],
-    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
-) -> dict[str, Any]:
-    """:func:`binary_estimates` with 95% Wald (``<name>_wald``) and Wilson intervals.
-
-    ``y_true`` and ``y_pred`` hold valid predictions only (labels from ``labels``).
-    """
-    out = binary_estimates(y_true, y_pred, labels)
-    for name, size in _INTERVAL_N.items():
-        out[f"{name}_wald"] = wald_interval(out[name], size(out))
-        out[f"{name}_wilson"] = wilson_interval(out[name], size(out))
-    return out
-
-
 def proportion_with_intervals(count: int, n: int) -> dict[str, Any]:
-    p = _ratio(count, n)
+    p = ratio(count, n)
     return {
         "p": p,
         "count": count,
@@ -128,3 +56,62 @@ def proportion_with_intervals(count: int, n: int) -> dict[str, Any]:
         "wald": wald_interval(p, n),
         "wilson": wilson_interval(p, n),
     }
+
+
+def mcnemar_exact(correct_a: Sequence[int], correct_b: Sequence[int]) -> dict[str, Any]:
+    """McNemar's exact (binomial) test on paired correctness.
+
+    ``b`` counts samples right under A and wrong under B, ``c`` the reverse.
+    """
+    a = np.asarray(correct_a, dtype=bool)
+    b = np.asarray(correct_b, dtype=bool)
+    if a.shape != b.shape:
+        raise ValueError("paired correctness vectors differ in length")
+    table = [[int(np.sum(a & b)), int(np.sum(a & ~b))], [int(np.sum(~a & b)), int(np.sum(~a & ~b))]]
+    res = mcnemar(table, exact=True)
+    return {
+        "n": int(a.size),
+        "a_only": table[0][1],
+        "b_only": table[1][0],
+        "p_value": float(res.pvalue),
+    }
+
+
+def bootstrap_difference(
+    fn: Callable[[list[Any]], Mapping[str, float]],
+    a: Sequence[Any],
+    b: Sequence[Any],
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, dict[str, float]]:
+    """``fn(a) - fn(b)`` for every number ``fn`` returns, with a 95% paired percentile bootstrap.
+
+    ``a`` and ``b`` are per-sample values paired by position (the same samples in two runs);
+    each resample draws sample positions with replacement and applies ``fn`` to both runs'
+    values at those positions, so the interval is of the very function that made the numbers.
+    Resamples where a number is undefined (NaN, e.g. no valid prediction drawn) are left out.
+    """
+    if len(a) != len(b):
+        raise ValueError("paired value lists differ in length")
+    fa, fb = fn(list(a)), fn(list(b))
+    out = {
+        k: {"a": float(fa[k]), "b": float(fb[k]), "difference": float(fa[k] - fb[k])} for k in fa
+    }
+    n = len(a)
+    if n == 0:
+        for d in out.values():
+            d.update(lo=math.nan, hi=math.nan, n=0)
+        return out
+    rng = np.random.default_rng(seed)
+    boots: dict[str, list[float]] = {k: [] for k in fa}
+    for _ in range(n_boot):
+        idx = rng.integers(0, n, n)
+        ra, rb = fn([a[i] for i in idx]), fn([b[i] for i in idx])
+        for k in boots:
+            boots[k].append(float(ra[k]) - float(rb[k]))
+    for k, d in out.items():
+        xs = np.asarray(boots[k])
+        xs = xs[~np.isnan(xs)]
+        lo, hi = np.percentile(xs, [2.5, 97.5]) if xs.size else (math.nan, math.nan)
+        d.update(lo=float(lo), hi=float(hi), n=n)
+    return out

@@ -1,4 +1,5 @@
-"""Metrics read from the cached score table give exactly the numbers of the plain path."""
+"""Metrics read from a score table extended at every live refresh give exactly the numbers of a
+table built from scratch for the same values (as for values read back from a log)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 import pytest
 from inspect_ai.scorer import SampleScore, Score
 
-from med_evals.scorers import classification, generation, score_table, verdict_metrics
+from med_evals.scorers import classification, score_table, verdict_metrics
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
@@ -100,10 +101,13 @@ def _same(a: Any, b: Any) -> bool:
 
 
 def _plain(monkeypatch: pytest.MonkeyPatch, metric: Any, scores: list[SampleScore]) -> Any:
+    """``metric`` on the same values as fresh scores: no cached table to extend."""
+    fresh = [SampleScore(score=Score(value=dict(s.score.value)), sample_id=s.sample_id)
+             for s in scores]
     with monkeypatch.context() as m:
-        for module in (classification, verdict_metrics, generation):
-            m.setattr(module, "table_of", lambda s: None)
-        return metric(scores)
+        m.setattr(score_table, "_TABLES", type(score_table._TABLES)())
+        m.setattr(score_table, "_LAST", [None, None, 0])
+        return metric(fresh)
 
 
 def _refreshes(values: list[dict[str, Any]], rng: random.Random) -> list[list[SampleScore]]:
@@ -154,23 +158,42 @@ def test_prefix_is_reused_and_a_replaced_score_rebuilds():
     assert rebuilt.values[5] is replaced[5].value
 
 
-def test_non_dict_values_get_no_table():
-    assert table_of([SampleScore(score=Score(value=1.0))]) is None
+def test_non_dict_values_are_an_error_naming_the_value():
+    with pytest.raises(ValueError, match="need dict score values, got 1.0"):
+        table_of([SampleScore(score=Score(value=1.0))])
     rng = random.Random(3)
     mixed = [Score(value=verdict_value(rng)), Score(value="C")]
-    assert table_of([SampleScore(score=s) for s in mixed]) is None
+    with pytest.raises(ValueError, match="got 'C'"):
+        accuracy_all()([SampleScore(score=s) for s in mixed])
+    with pytest.raises(ValueError, match="got 'C'"):
+        score_table.rows_of([verdict_value(rng), "C"])
 
 
-def test_a_value_a_column_cannot_read_drops_the_table(monkeypatch):
+def test_values_from_a_log_give_the_numbers_of_the_live_table():
+    """rows_of (the report, the gate) and table_of (a live run) are one path."""
+    rng = random.Random(6)
+    values = [verdict_value(rng) for _ in range(150)]
+    scores = [SampleScore(score=Score(value=v), sample_id=i) for i, v in enumerate(values)]
+    live = table_of(scores).rows()
+    for key in ("rouge_l", "bertscore_f1"):
+        assert _same(score_table.mean_present(values, key), score_table.mean_present(live, key))
+    for fn in (classification.valid_rate_of,
+               lambda v: classification.accuracy_of(v, True),
+               lambda v: classification.macro_f1_of(v, LABELS, False),
+               lambda v: verdict_metrics.by_group(v, "category", "macro_f1")):
+        assert _same(fn(values), fn(live))
+
+
+def test_a_value_a_column_cannot_read_raises_and_drops_the_table():
     rng = random.Random(4)
     scores = [Score(value=verdict_value(rng)) for _ in range(10)]
     table = table_of([SampleScore(score=s) for s in scores])
     assert isinstance(table, Table)
     table.codes("target", LABELS)
     broken = [*scores, Score(value={"prediction": S})]  # no target
-    assert table_of([SampleScore(score=s) for s in broken]) is None
+    with pytest.raises(KeyError):
+        table_of([SampleScore(score=s) for s in broken])
     assert table not in score_table._TABLES.values()
-    # the plain path decides: the same KeyError as without the table
     with pytest.raises(KeyError):
         accuracy_all()([SampleScore(score=s) for s in broken])
 

@@ -16,7 +16,6 @@ from typing import Any
 from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import fmt_ci, fmt_interval
-from med_evals.report.paired import mcnemar_exact
 from med_evals.report.runs import Group
 from med_evals.report.tables import (
     headline_block,
@@ -26,6 +25,7 @@ from med_evals.report.tables import (
 )
 from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 from med_evals.scorers.oncology_rct import summarize_condition
+from med_evals.stats import mcnemar_exact
 from med_evals.studies import Study
 from med_evals.tasks.oncology_recorded import CONDITION_ALIASES
 

@@ -18,8 +18,8 @@ import pandas as pd
 from med_evals.logs import Run
 from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
-from med_evals.report.paired import bootstrap_difference, mcnemar_exact
 from med_evals.report.runs import Group
+from med_evals.stats import bootstrap_difference, mcnemar_exact
 from med_evals.studies import Study
 
 

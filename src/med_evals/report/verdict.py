@@ -19,8 +19,9 @@ from med_evals.report.context import Context
 from med_evals.report.document import is_missing
 from med_evals.report.runs import Group
 from med_evals.report.tables import headline_block, paired_table, reference_table
-from med_evals.scorers.classification import counts_of, macro_f1_by_group
-from med_evals.scorers.generation import mean_present
+from med_evals.scorers.classification import counts_of
+from med_evals.scorers.score_table import mean_present
+from med_evals.scorers.verdict_metrics import by_group
 from med_evals.studies import Study
 
 #: bert-score's defaults for the encoder that gives the paper's 84-86 range (the paper does not
@@ -119,12 +120,9 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
 def _by_category(ctx: Context, study: Study, groups: Sequence[Group], labels: Any) -> None:
     per: dict[str, dict[str, float]] = {}
     for g in groups:
-        vals = [v for v in g.values.values() if v.get("category")]
-        if vals:
-            per[g.label] = macro_f1_by_group(
-                [str(v["category"]) for v in vals], [v["target"] for v in vals],
-                [v["prediction"] for v in vals], labels,
-            )
+        by_category = by_group(list(g.values.values()), "category", "macro_f1")
+        if by_category:
+            per[g.label] = by_category
     if not per:
         return
     cats = sorted({c for d in per.values() for c in d})

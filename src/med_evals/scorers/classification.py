@@ -13,41 +13,19 @@ over which samples a metric is computed:
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, metric
-from sklearn.metrics import (
-    accuracy_score,
-    confusion_matrix,
-    f1_score,
-    precision_recall_fscore_support,
-)
+from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
 from med_evals.scorers.labels import ERROR, INVALID
-from med_evals.scorers.score_table import Table, table_of, table_rows
+from med_evals.scorers.score_table import rows_of, table_of
+from med_evals.stats import ratio, wald_interval, wilson_interval
 
 Value = Mapping[str, Any]
-
-
-def score_dicts(scores: Sequence[SampleScore]) -> list[Value]:
-    out = []
-    for s in scores:
-        if not isinstance(s.score.value, Mapping):
-            raise ValueError(
-                f"classification metrics need dict score values, got {s.score.value!r}"
-            )
-        out.append(s.score.value)
-    return out
-
-
-def by_group(values: Sequence[Value], key: str = "condition") -> dict[str, list[Value]]:
-    groups: dict[str, list[Value]] = defaultdict(list)
-    for v in values:
-        groups[str(v.get(key, ""))].append(v)
-    return dict(groups)
 
 
 def per_condition(
@@ -56,16 +34,11 @@ def per_condition(
     """``fn`` per condition: plain names for one condition (a number as ``{name: value}``),
     keyed ``<condition>/<name|key>`` for several.
 
-    ``fn`` gets each condition's values; during a run they come from the scores' cached
+    ``fn`` gets each condition's values as rows of the scores' cached
     :class:`~med_evals.scorers.score_table.Table` (same values, same order), which the metric
     functions below read instead of the dicts.
     """
-    table = table_of(scores)
-    groups: Mapping[str, list[Value]] = (
-        {g: t.rows() for g, t in table.groups("condition").items()}
-        if table is not None
-        else by_group(score_dicts(scores))
-    )
+    groups = {g: t.rows() for g, t in table_of(scores).groups("condition").items()}
     results = {g: fn(vals) for g, vals in groups.items()}
     if len(results) == 1:
         res = next(iter(results.values()))
@@ -101,11 +74,22 @@ def _accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
     return float(accuracy_score(g, p)) if len(g) else math.nan
 
 
+def f1_per_label_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarray:
+    """The F1 of each code ``0 .. n_labels - 1`` (``zero_division=0``): the one F1 computation;
+    macro-F1 is their mean, as scikit-learn's ``f1_score(average="macro")``."""
+    return np.asarray(
+        precision_recall_fscore_support(
+            g, p, labels=list(range(n_labels)), average=None, zero_division=0
+        )[2],
+        dtype=float,
+    )
+
+
 def _macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
     """Macro-F1 over codes ``0 .. n_labels - 1`` (``zero_division=0``; NaN for no samples)."""
     if not len(g):
         return math.nan
-    return float(f1_score(g, p, labels=list(range(n_labels)), average="macro", zero_division=0))
+    return float(np.mean(f1_per_label_codes(g, p, n_labels)))
 
 
 def accuracy_score_of(gold: Sequence[str], pred: Sequence[str]) -> float:
@@ -182,14 +166,11 @@ def macro_f1_by_codes(
 def label_codes(
     values: Sequence[Value], labels: Sequence[str] = (), valid_only: bool = False
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`encode` of the values' ``target`` and ``prediction`` (only the valid ones with
-    ``valid_only``): from the values' table when they have one, else from the dicts."""
-    table = table_rows(values)
-    if table is not None:
-        g, p = table.codes("target", labels), table.codes("prediction", labels)
-        return (g[table.mask("valid")], p[table.mask("valid")]) if valid_only else (g, p)
-    vals = [v for v in values if v["valid"]] if valid_only else values
-    return encode([v["target"] for v in vals], [v["prediction"] for v in vals], labels)
+    """The values' ``target`` and ``prediction`` as codes (:func:`encode`'s: ``labels`` are
+    0..k-1), only the valid ones with ``valid_only``."""
+    table = rows_of(values).table
+    g, p = table.codes("target", labels), table.codes("prediction", labels)
+    return (g[table.mask("valid")], p[table.mask("valid")]) if valid_only else (g, p)
 
 
 def accuracy_of(values: Sequence[Value], valid_only: bool) -> float:
@@ -204,18 +185,14 @@ def macro_f1_of(values: Sequence[Value], labels: Sequence[str], valid_only: bool
 
 def valid_rate_of(values: Sequence[Value]) -> float:
     """Share of all samples whose reply parsed to a label (NaN for no samples)."""
-    table = table_rows(values)
-    if table is not None:
-        return int(table.mask("valid").sum()) / len(values) if values else math.nan
-    return sum(bool(v["valid"]) for v in values) / len(values) if values else math.nan
+    if not values:
+        return math.nan
+    return int(rows_of(values).table.mask("valid").sum()) / len(values)
 
 
 def _column(values: Sequence[Value], field: str) -> list[Any]:
-    """``[v[field] for v in values]`` (cached in the values' table when they have one)."""
-    table: Table | None = table_rows(values)
-    if table is not None:
-        return table.column(("field", field), lambda v: v[field])
-    return [v[field] for v in values]
+    """``[v[field] for v in values]``, cached in the values' table."""
+    return rows_of(values).table.column(("field", field), lambda v: v[field])
 
 
 def counts_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, int]:
@@ -236,6 +213,76 @@ def confusion_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, in
     g, p = label_codes(values, cols)
     cm = confusion_matrix(g, p, labels=list(range(len(cols))))
     return {f"{g}>{p}": int(cm[i, j]) for i, g in enumerate(labels) for j, p in enumerate(cols)}
+
+
+def binary_estimates(
+    y_true: Sequence[str],
+    y_pred: Sequence[str],
+    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
+) -> dict[str, Any]:
+    """The oncology study's point values over valid predictions: accuracy, macro-F1 over
+    [POSITIVE, NEGATIVE] (its analysis code's F1), F1 of ``labels[0]``, sensitivity
+    (TP / (TP + FN)), specificity (TN / (TN + FP)) and the confusion counts (NaN for none).
+
+    The one computation of these numbers: the logged metrics, their intervals
+    (:func:`binary_summary`), the report and the regression gate all come from here.
+    """
+    n = len(y_true)
+    if n == 0:
+        cm = np.zeros((2, 2), dtype=int)
+        acc = f1m = f1p = math.nan
+    else:
+        # integer codes (0: labels[0], 1: labels[1], 2: anything else): the same values as on
+        # the strings, without scikit-learn's slow checks of string arrays
+        codes = {labels[0]: 0, labels[1]: 1}
+        t = np.fromiter((codes.get(x, 2) for x in y_true), dtype=np.int64, count=n)
+        p = np.fromiter((codes.get(x, 2) for x in y_pred), dtype=np.int64, count=n)
+        if (t == 2).any() or (p == 2).any():
+            raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
+        cm = confusion_matrix(t, p, labels=[0, 1])
+        acc = float(accuracy_score(t, p))
+        # macro-F1 as every study's (:func:`_macro_f1_codes`), and the F1 of labels[0]
+        f1 = f1_per_label_codes(t, p, 2)
+        f1m, f1p = _macro_f1_codes(t, p, 2), float(f1[0])
+    tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
+    return {
+        "n": n,
+        "tp": tp,
+        "fn": fn,
+        "fp": fp,
+        "tn": tn,
+        "accuracy": acc,
+        "macro_f1": f1m,
+        "f1_positive": f1p,
+        "sensitivity": ratio(tp, tp + fn),
+        "specificity": ratio(tn, tn + fp),
+    }
+
+
+#: each estimate and the n of its interval
+_INTERVAL_N = {
+    "accuracy": lambda e: e["n"],
+    "macro_f1": lambda e: e["n"],
+    "f1_positive": lambda e: e["n"],
+    "sensitivity": lambda e: e["tp"] + e["fn"],
+    "specificity": lambda e: e["tn"] + e["fp"],
+}
+
+
+def binary_summary(
+    y_true: Sequence[str],
+    y_pred: Sequence[str],
+    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
+) -> dict[str, Any]:
+    """:func:`binary_estimates` with 95% Wald (``<name>_wald``) and Wilson intervals.
+
+    ``y_true`` and ``y_pred`` hold valid predictions only (labels from ``labels``).
+    """
+    out = binary_estimates(y_true, y_pred, labels)
+    for name, size in _INTERVAL_N.items():
+        out[f"{name}_wald"] = wald_interval(out[name], size(out))
+        out[f"{name}_wilson"] = wilson_interval(out[name], size(out))
+    return out
 
 
 @metric

@@ -10,12 +10,9 @@ BERTScore (its encoder, configuration and cross-sample batching) is in
 from __future__ import annotations
 
 import functools
-import math
 import re
-from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
@@ -26,7 +23,7 @@ from med_evals.scorers.bertscore import (
     BertScoreBatcher,
     BertScoreConfig,
 )
-from med_evals.scorers.score_table import Table, present_mean, table_of
+from med_evals.scorers.score_table import Table, mean_present, table_of
 from med_evals.scorers.values import GenerationScores, Mentions
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -84,20 +81,9 @@ NO_SCORES: GenerationScores = {
 }
 
 
-def mean_present(values: Sequence[Any], key: str) -> float:
-    """Mean of ``key`` over the values that have it (None: missing, left out); NaN for none."""
-    xs = [
-        float(x) for v in values if isinstance(v, dict) and (x := v.get(key)) is not None
-    ]
-    return float(np.mean(xs)) if xs else math.nan
-
-
 def _mean_of(key: str) -> Metric:
     def compute(scores: list[SampleScore]) -> float:
-        table = table_of(scores)  # the same values, kept between live refreshes
-        if table is not None:
-            return present_mean(table, key)
-        return mean_present([s.score.value for s in scores], key)
+        return mean_present(table_of(scores).rows(), key)
 
     return compute
 
@@ -126,17 +112,10 @@ def generation_counts() -> Metric:
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
         table = table_of(scores)
-        if table is not None:
-            return {
-                "generation_scored": _table_count(table, "rouge_l", present=True),
-                "generation_no_reply": _table_count(table, "no_reply"),
-                "generation_no_reference": _table_count(table, "no_reference"),
-            }
-        values = [s.score.value for s in scores if isinstance(s.score.value, dict)]
         return {
-            "generation_scored": sum(v.get("rouge_l") is not None for v in values),
-            "generation_no_reply": sum(bool(v.get("no_reply")) for v in values),
-            "generation_no_reference": sum(bool(v.get("no_reference")) for v in values),
+            "generation_scored": _table_count(table, "rouge_l", present=True),
+            "generation_no_reply": _table_count(table, "no_reply"),
+            "generation_no_reference": _table_count(table, "no_reference"),
         }
 
     return compute
@@ -226,14 +205,7 @@ def evidence_mention_counts() -> Metric:
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
         table = table_of(scores)
-        if table is not None:
-            return {f"mentions_{term}": _table_count(table, term) for term in EVIDENCE_TERMS}
-        return {
-            f"mentions_{term}": int(
-                sum(isinstance(v := s.score.value, dict) and bool(v.get(term)) for s in scores)
-            )
-            for term in EVIDENCE_TERMS
-        }
+        return {f"mentions_{term}": _table_count(table, term) for term in EVIDENCE_TERMS}
 
     return compute
 

@@ -19,8 +19,8 @@ from typing import Any
 
 from inspect_ai.scorer import Metric, SampleScore, metric
 
-from med_evals.scorers.classification import by_group, score_dicts
 from med_evals.scorers.labels import ERROR
+from med_evals.scorers.score_table import rows_of, table_of
 from med_evals.stats import proportion_with_intervals
 
 #: Pairs reported whenever both conditions are in a run: the paper's baseline vs counterfactual,
@@ -43,9 +43,9 @@ def flip_rate(values: Iterable[Mapping[str, Any]], a: str, b: str) -> dict[str, 
     ``all_paired``: the same numbers over every trial with a reply in both conditions, INVALID
     an outcome of its own (``n_error_excluded``: paired trials left out for an ERROR).
     """
-    by_cond = by_group(list(values))
-    pa = {v["trial"]: v for v in by_cond.get(a, [])}
-    pb = {v["trial"]: v for v in by_cond.get(b, [])}
+    by_cond = rows_of(list(values)).table.groups("condition")
+    pa = {v["trial"]: v for v in (by_cond[a].values if a in by_cond else [])}
+    pb = {v["trial"]: v for v in (by_cond[b].values if b in by_cond else [])}
     common = sorted(set(pa) & set(pb), key=str)
     both_valid = [t for t in common if pa[t]["valid"] and pb[t]["valid"]]
     flips = sum(pa[t]["prediction"] != pb[t]["prediction"] for t in both_valid)
@@ -76,7 +76,7 @@ def flip_rates(pairs: list[str] | None = None, detail: bool = True) -> Metric:
     wanted = [parse_pair(p) for p in (pairs or DEFAULT_FLIP_PAIRS)]
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        values = score_dicts(scores)
+        values = table_of(scores).rows()
         present = {v["condition"] for v in values}
         out: dict[str, float] = {}
         for a, b in wanted:

@@ -33,7 +33,12 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.classification import per_condition, valid_rate_of
+from med_evals.scorers.classification import (
+    binary_estimates,
+    binary_summary,
+    per_condition,
+    valid_rate_of,
+)
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import (
     ERROR,
@@ -43,10 +48,9 @@ from med_evals.scorers.labels import (
     parse_outcome_strict,
 )
 from med_evals.scorers.oncology_flips import flip_rates
-from med_evals.scorers.score_table import table_rows
+from med_evals.scorers.score_table import rows_of
 from med_evals.scorers.values import OutcomeValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.stats import binary_estimates, binary_summary
 
 
 def outcome_value(
@@ -76,9 +80,9 @@ def valid_values(values: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]
 def headline_numbers(
     values: Sequence[Mapping[str, Any]], labels: Sequence[str] = TRIAL_OUTCOME.labels
 ) -> dict[str, float]:
-    """The study's headline: valid rate over all samples; accuracy and macro-F1 over valid
-    predictions (:func:`~med_evals.stats.binary_estimates`, the numbers :func:`summarize_condition`
-    puts intervals on)."""
+    """The study's headline: macro-F1 and accuracy over valid predictions
+    (:func:`~med_evals.scorers.classification.binary_estimates`, the numbers
+    :func:`summarize_condition` puts intervals on); the valid rate over all samples."""
     valid = valid_values(values)
     e = binary_estimates([v["target"] for v in valid], [v["prediction"] for v in valid])
     return {
@@ -118,10 +122,8 @@ def summarize_condition(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 def _summary(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """:func:`summarize_condition`, computed once per live refresh for all the metrics below
     (memoised on the condition's score table while its values are unchanged)."""
-    table = table_rows(values)
-    if table is None:
-        return summarize_condition(values)
-    return table.memo("summary", lambda: summarize_condition(values))  # type: ignore[no-any-return]
+    rows = rows_of(values)
+    return rows.table.memo("summary", lambda: summarize_condition(rows))  # type: ignore[no-any-return]
 
 
 def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:

@@ -9,11 +9,12 @@ whose scores are a prefix of its own (by object identity) and reads only the new
 column derived from the values (a label's integer code, a group, a float) is extended the same
 way, and every metric of the scorer reads the same table.
 
-The numbers do not depend on this: a metric computes the same thing from a table's columns as
-from the values themselves (same arrays, same scikit-learn and numpy calls; tests compare both
-paths on random values, and a replayed run's logged metrics before and after to the last
-digit). A list with anything other than dict values gets no table (``None``): the callers then
-take the plain path, with its own errors.
+There is one path: every number is computed from a table. During a run it is the scores'
+cached table (:func:`table_of`); over values read back from a log (the report, the gate) it is a
+table built for them (:func:`rows_of`). The numbers do not depend on which: tests compare a
+table extended at every live refresh with one built from scratch, on random values, and a
+replayed run's logged metrics with recorded ones to the last digit. Score values must be dicts:
+anything else is a ``ValueError`` naming the value.
 """
 
 from __future__ import annotations
@@ -54,9 +55,23 @@ class Table:
     def __len__(self) -> int:
         return len(self.values)
 
+    @classmethod
+    def of_values(cls, values: Sequence[Value]) -> Table:
+        """A table of score values read back from a log (no scores to keep)."""
+        table = cls()
+        table.extend_values(values)
+        return table
+
     def extend(self, scores: Sequence[Score]) -> None:
         """Add scores: every column gets their values, or (if one raises) nothing changes."""
-        values: list[Value] = [s.value for s in scores]  # type: ignore[misc]
+        self.extend_values([s.value for s in scores], scores)  # type: ignore[misc]
+
+    def extend_values(self, values: Sequence[Value], scores: Sequence[Score] = ()) -> None:
+        """Add values (and their scores, when they have some): every column gets them, or (if
+        one raises) nothing changes."""
+        for v in values:
+            if not isinstance(v, Mapping):
+                raise ValueError(f"these metrics need dict score values, got {v!r}")
         added = [(column, list(map(fn, values))) for fn, column in self._columns.values()]
         placed = [
             (children, [str(v.get(key, "")) for v in values])
@@ -67,8 +82,9 @@ class Table:
         for column, part in added:
             column.extend(part)
         for children, names in placed:
-            for score, name in zip(scores, names, strict=True):
-                children.setdefault(name, Table()).extend([score])
+            for i, name in enumerate(names):
+                child = children.setdefault(name, Table())
+                child.extend_values(values[i : i + 1], scores[i : i + 1])
 
     def rows(self) -> Rows:
         rows = Rows(self.values)
@@ -129,8 +145,9 @@ class Table:
         """One table per value of ``str(v.get(key, ""))``, in order of first appearance."""
         if key not in self._groups:
             children: dict[str, Table] = {}
-            for score, value in zip(self.scores, self.values, strict=True):
-                children.setdefault(str(value.get(key, "")), Table()).extend([score])
+            for i, value in enumerate(self.values):
+                child = children.setdefault(str(value.get(key, "")), Table())
+                child.extend_values([value], self.scores[i : i + 1])
             self._groups[key] = children
         return self._groups[key]
 
@@ -140,15 +157,16 @@ _TABLES: OrderedDict[int, Table] = OrderedDict()
 _LAST: list[Any] = [None, None, 0]
 
 
-def table_of(scores: Sequence[SampleScore]) -> Table | None:
+def table_of(scores: Sequence[SampleScore]) -> Table:
     """The table of these scores' values, reusing (and extending) the one of an earlier call
-    whose scores are a prefix of these; None if there are none or a value is not a dict."""
+    whose scores are a prefix of these. A value that is not a dict, or that a column cannot
+    read, raises (and leaves no table behind)."""
     last, last_table, last_len = _LAST
     if scores is last and len(scores) == last_len and last_table is not None:
         return last_table  # type: ignore[no-any-return]
     objs = list(map(_score, scores))
     if not objs:
-        return None
+        return Table()
     key = id(objs[0])
     table = _TABLES.get(key)
     if (
@@ -158,15 +176,13 @@ def table_of(scores: Sequence[SampleScore]) -> Table | None:
     ):
         table = None
     new = objs[len(table.scores) :] if table is not None else objs
-    if not all(type(s.value) is dict for s in new):
-        return None
     try:
         if table is None:
             table = Table()
         table.extend(new)
-    except Exception:  # noqa: BLE001 - a value a column cannot read: the plain path decides
+    except Exception:
         _TABLES.pop(key, None)
-        return None
+        raise
     _TABLES[key] = table
     _TABLES.move_to_end(key)
     while len(_TABLES) > MAX_TABLES:
@@ -178,17 +194,21 @@ def table_of(scores: Sequence[SampleScore]) -> Table | None:
 _score = operator.attrgetter("score")
 
 
-def table_rows(values: Sequence[Value]) -> Table | None:
-    """The table behind ``values`` when they came from :meth:`Table.rows`, else None."""
-    return getattr(values, "table", None) if isinstance(values, Rows) else None
+def rows_of(values: Sequence[Value]) -> Rows:
+    """``values`` as rows of a table: the same rows when they came from :meth:`Table.rows`
+    (during a run), else the rows of a table built for them (values read back from a log)."""
+    if isinstance(values, Rows):
+        return values
+    return Table.of_values(values).rows()
 
 
-def present_mean(table: Table, key: str) -> float:
+def mean_present(values: Sequence[Value], key: str) -> float:
     """``float(np.mean(xs))`` over the values whose ``key`` is present (not None); NaN for none.
 
-    The same list, in the same order, as the plain path's
-    (:func:`med_evals.scorers.generation.mean_present`), so the same mean.
+    The one function behind the ROUGE-L and BERTScore means: the logged metric, the report's
+    cell and the gate's row.
     """
+    table = rows_of(values).table
     column = table.column(("get", key), lambda v: v.get(key))
 
     def mean() -> float:

@@ -17,20 +17,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import cast
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, metric
 
-from med_evals.scorers.classification import (
-    accuracy_by_codes,
-    accuracy_by_group,
-    macro_f1_by_codes,
-    macro_f1_by_group,
-)
+from med_evals.scorers.classification import accuracy_by_codes, macro_f1_by_codes
 from med_evals.scorers.labels import ERROR, INVALID
-from med_evals.scorers.score_table import Table, table_of
+from med_evals.scorers.score_table import Table, rows_of, table_of
 
 # the three labels in the order used everywhere (kept here so metrics need no scorer import)
 LABELS = ("SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION")
@@ -41,19 +36,6 @@ _KEY = {
     INVALID: "invalid",
     ERROR: "error",
 }
-
-
-def _pairs(scores: Sequence[SampleScore], valid_only: bool = False) -> tuple[list[str], list[str]]:
-    gold, pred = [], []
-    for s in scores:
-        v = s.score.value
-        if not isinstance(v, dict):
-            raise ValueError(f"verdict metrics need a dict score value, got {v!r}")
-        if valid_only and not v.get("valid"):
-            continue
-        gold.append(str(v["target"]))
-        pred.append(str(v["prediction"]))
-    return gold, pred
 
 
 def _table_pairs(table: Table) -> tuple[list[str], list[str]]:
@@ -74,11 +56,8 @@ def predicted_label_counts() -> Metric:
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
         table = table_of(scores)
-        if table is None:
-            counts = Counter(_pairs(scores)[1])
-        else:
-            pred = _table_pairs(table)[1]
-            counts = table.memo("predicted_counts", lambda: Counter(pred))
+        pred = _table_pairs(table)[1]
+        counts = table.memo("predicted_counts", lambda: Counter(pred))
         return {f"predicted_{key}": counts.get(label, 0) for label, key in _KEY.items()}
 
     return compute
@@ -92,9 +71,7 @@ def confusion_matrix() -> Metric:
     """
 
     def compute(scores: list[SampleScore]) -> dict[str, int]:
-        table = table_of(scores)
-        pairs = _pairs(scores) if table is None else _table_pairs(table)
-        counts = Counter(zip(*pairs, strict=True))
+        counts = Counter(zip(*_table_pairs(table_of(scores)), strict=True))
         return {
             f"gold_{_KEY[g]}_pred_{_KEY[p]}": counts.get((g, p), 0) for g in LABELS for p in _KEY
         }
@@ -107,38 +84,12 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
 
 
-def _by_group(
-    key: str,
-    name: str,
-    fn: Callable[..., dict[str, float]],
-    by_codes: Callable[..., dict[str, float]],
-) -> Callable[[list[SampleScore]], dict[str, float]]:
-    """Per value of ``key``: ``{name}_{key}_{slug(value)}`` (Inspect flattens metric dicts).
-
-    ``fn(groups, gold, pred)`` computes the metric of every group at once from the values;
-    ``by_codes(names, group_codes, gold_codes, pred_codes)`` the same from the scores' table.
-    """
-
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        table = table_of(scores)
-        if table is None:
-            # samples without the field (HealthFC has no category or strength) are left out
-            kept = [
-                s for s in scores if isinstance(s.score.value, dict) and s.score.value.get(key)
-            ]
-            groups = [str(s.score.value[key]) for s in kept]  # type: ignore[index, call-overload]
-            values = fn(groups, *_pairs(kept))
-        else:
-            values = _table_by_group(table, key, by_codes)
-        return {f"{name}_{key}_{slug(g)}": values[g] for g in sorted(values)}
-
-    return compute
-
-
-def _table_by_group(
-    table: Table, key: str, by_codes: Callable[..., dict[str, float]]
-) -> dict[str, float]:
-    """The values kept and grouped as in ``_by_group``'s plain path, coded from the table."""
+def by_group(values: Sequence[Mapping[str, Any]], key: str, kind: str) -> dict[str, float]:
+    """``kind`` (``accuracy`` or ``macro_f1``, all samples) within each value of ``key``;
+    samples without the field (HealthFC has no category or strength) are left out. The one
+    function behind the logged per-category and per-strength metrics and the report's figure."""
+    by_codes = _BY_CODES[kind]
+    table = rows_of(values).table
     names, codes = table.group_codes(key)
     kept = table.memo(("kept", key), lambda: np.flatnonzero(codes >= 0))
     if not len(kept):
@@ -148,37 +99,47 @@ def _table_by_group(
     return by_codes(names, codes[kept], g, p)
 
 
-def _macro_f1_by_group(
-    groups: Sequence[str], gold: Sequence[str], pred: Sequence[str]
-) -> dict[str, float]:
-    return macro_f1_by_group(groups, gold, pred, LABELS)
-
-
 def _macro_f1_by_codes(
     names: Sequence[str], group_codes: np.ndarray, g: np.ndarray, p: np.ndarray
 ) -> dict[str, float]:
     return macro_f1_by_codes(names, group_codes, g, p, len(LABELS))
 
 
+_BY_CODES: dict[str, Callable[..., dict[str, float]]] = {
+    "accuracy": accuracy_by_codes,
+    "macro_f1": _macro_f1_by_codes,
+}
+
+
+def _by_group(key: str, kind: str) -> Metric:
+    """Per value of ``key``: ``{kind}_{key}_{slug(value)}`` (Inspect flattens metric dicts)."""
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        values = by_group(table_of(scores).rows(), key, kind)
+        return {f"{kind}_{key}_{slug(g)}": values[g] for g in sorted(values)}
+
+    return compute
+
+
 @metric
 def accuracy_by_category() -> Metric:
     """Accuracy (all samples) within each health category."""
-    return cast(Metric, _by_group("category", "accuracy", accuracy_by_group, accuracy_by_codes))
+    return _by_group("category", "accuracy")
 
 
 @metric
 def macro_f1_by_category() -> Metric:
     """Macro-F1 (all samples) within each health category."""
-    return cast(Metric, _by_group("category", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes))
+    return _by_group("category", "macro_f1")
 
 
 @metric
 def accuracy_by_strength() -> Metric:
     """Accuracy (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return cast(Metric, _by_group("strength", "accuracy", accuracy_by_group, accuracy_by_codes))
+    return _by_group("strength", "accuracy")
 
 
 @metric
 def macro_f1_by_strength() -> Metric:
     """Macro-F1 (all samples) within each strength of evidence (LOW / MEDIUM / HIGH)."""
-    return cast(Metric, _by_group("strength", "macro_f1", _macro_f1_by_group, _macro_f1_by_codes))
+    return _by_group("strength", "macro_f1")
