@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import textwrap
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -37,6 +38,12 @@ NO_MODEL = "none"
 #: the study's two labels: the default reply set of an embedded model here
 DEFAULT_CHOICES = "POSITIVE,NEGATIVE"
 DEFAULT_RECORDED = ("gpt4o_temp100", "o1_temp100")
+#: the models behind the recorded table's column names
+RECORDED_MODELS = {
+    "gpt35turbo_temp100": "GPT-3.5-turbo",
+    "gpt4o_temp100": "GPT-4o",
+    "o1_temp100": "o1",
+}
 DEFAULT_CONDITION = "title_abstract"
 DEFAULT_SUBSET = "smoke"
 RECORDED_DATASET = "oncology-rct-250"
@@ -112,8 +119,8 @@ def _replays(
 ) -> dict[str, Path]:
     """Replay files of the recorded models asked for, derived from the study group's table."""
     from med_evals.data import fetch
-    from med_evals.tasks.oncology_recorded_replay import recorded_conditions, write_replays
     from med_evals.tasks.oncology_rct import load_trials
+    from med_evals.tasks.oncology_recorded_replay import recorded_conditions, write_replays
 
     if not recorded:
         return {}
@@ -178,6 +185,8 @@ def run_compare(
         raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
     models += [get_model(f"replay/{path}") for path in replays.values()]
     bar = getattr(models[0].api, "progress", None) if model != NO_MODEL else None
+    if model != NO_MODEL and hasattr(models[0].api, "preload"):
+        models[0].api.preload()  # the embedded model loads while Inspect sets the runs up
     print(
         f"med-evals compare: oncology_rct, condition {condition}, subset {subset or 'all'}: "
         f"{model_label(model, label_args)}; recorded {', '.join(recorded) or 'none'}",
@@ -208,12 +217,16 @@ def run_compare(
     labels = {model: model_label(model, label_args)}
     for name, path in replays.items():
         sources[f"replay/{path}"] = RECORDED_SOURCE
-        labels[f"replay/{path}"] = f"{name} (replayed)"
+        shown = RECORDED_MODELS.get(name)
+        labels[f"replay/{path}"] = f"{shown} ({name}, replayed)" if shown else f"{name} (replayed)"
     rows = [_row(lg, labels, sources, condition) for lg in logs]
     published, note = _published(condition, reference)
     report, notes = _report([str(lg.location) for lg in logs], report_dir or folder / "report",
                             reference)
-    notes.insert(0, f"evaluation: {wall:.0f} s for all runs (Inspect's eval, model load included)")
+    timing = f"evaluation: {wall:.0f} s for all runs (Inspect's eval, model load included)"
+    if model != NO_MODEL:
+        timing += f"; {model}: {rows[0].seconds:.0f} s from its log's start to end"
+    notes.insert(0, timing)
     return Comparison(condition, subset, rows, published, note, folder, report, notes)
 
 
@@ -293,24 +306,24 @@ def format_table(c: Comparison) -> str:
             for h in heads
         )
         lines.append(f"{str(p['Model']) + ' (published)':<{width}}  {'250':>4}  {cells}")
-    lines.append("")
-    lines.append(
+    notes = [
         "Macro-F1 and accuracy: over the valid replies; valid rate: share of all trials whose "
         "reply is exactly POSITIVE or NEGATIVE after trimming, in any case (the study's "
         "definitions; published rows: as printed in the paper, valid rate in %, 95% Wald "
-        "intervals)."
-    )
-    for r in c.runs:
-        lines.append(f"- {r.label}: {r.source}")
+        "intervals).",
+        *(f"- {r.label}: {r.source}" for r in c.runs),
+    ]
     if c.published:
-        lines.append(f"- published rows: {PUBLISHED_SOURCE}")
+        notes.append(f"- published rows: {PUBLISHED_SOURCE}")
     elif c.published_note:
-        lines.append(f"- published rows not shown: {c.published_note}")
+        notes.append(f"- published rows not shown: {c.published_note}")
     if any("choices=" in r.label for r in c.runs):
-        lines.append(
+        notes.append(
             "- choices=...: the reply is the more probable of the listed replies (our decoding "
             "option, not the study's): valid by construction; the probabilities are in the log"
         )
+    lines.append("")
+    lines += [textwrap.fill(n, 100, subsequent_indent="  ") for n in notes]
     lines.append("")
     lines += c.notes
     if c.report:

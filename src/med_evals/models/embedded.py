@@ -7,9 +7,10 @@ an architecture transformers reads is named by its path: ``embedded/path/to/mode
 
 Model args (``-M name=value``):
 
-- ``runtime``: ``transformers`` (default: transformers reads the GGUF, de-quantised to float32
-  and cached under the med_evals cache directory, announced once with its size; torch runs it)
-  or ``llama_cpp`` (llama-cpp-python on the quantised GGUF; one request at a time).
+- ``runtime``: ``transformers`` (default: the GGUF's weights de-quantised to float32, torch runs
+  them; the tokenizer, configuration and a tensor index are cached under the med_evals cache
+  directory, 3.5 MB) or ``llama_cpp`` (llama-cpp-python on the quantised GGUF; one request at a
+  time).
 - ``dtype``: ``float32`` (default) or ``bfloat16`` (transformers only).
 - ``batch_size``: at most this many concurrent greedy requests are decoded together in one
   ``generate`` call, left-padded, each stopping at its own end-of-sequence token or stop string
@@ -36,6 +37,7 @@ Nothing is fetched from a network: the hub is switched off while a model loads.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import logging
 import sys
@@ -58,7 +60,7 @@ from inspect_ai.tool import ToolChoice, ToolInfo
 
 from med_evals._compat import PrerequisiteError
 from med_evals.batching import loop_batcher
-from med_evals.models.embedded_batching import Batcher, Progress
+from med_evals.models.embedded_batching import Batcher, Progress, _model_thread
 from med_evals.models.embedded_runtime import (
     DEFAULT_MAX_TOKENS,
     DTYPES,
@@ -209,6 +211,19 @@ class EmbeddedAPI(ModelAPI):
 
     def max_connections(self) -> int:
         return 2 * self.batch_size  # one batch decoding, the next one waiting
+
+    def preload(self) -> concurrent.futures.Future[None]:
+        """Start loading the model on the model thread now, while the caller does other work;
+        the first generation waits for it. A failed load is raised by every generation, as
+        without a preload (:func:`load_runtime` remembers it)."""
+
+        def load() -> None:
+            try:
+                load_runtime(self.gguf, self.runtime_name, self.threads, self.dtype)
+            except PrerequisiteError:
+                pass  # raised again, with its message, by the first generation
+
+        return _model_thread().submit(load)
 
     def generate_batch(self, requests: list[Request], waiting: int) -> list[Generation]:
         """Replies to requests of one batch key (called on the model thread)."""

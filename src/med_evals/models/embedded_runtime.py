@@ -4,18 +4,20 @@ A runtime is loaded once per process for each (GGUF file, runtime, dtype, thread
 every task and model instance that names it (:func:`load_runtime`). Both run on the calling
 thread; :mod:`med_evals.models.embedded` calls them from one dedicated model thread.
 
-The transformers runtime reads a llama-architecture GGUF (SmolLM2's) itself: gguf's reader and
-de-quantiser, gguf's tensor names, llama.cpp's query/key permutation undone (as transformers'
-own GGUF loader does; ``tests/models/test_embedded.py`` checks the weights are equal), about 5 s
-here. Only the tokenizer and the configuration are converted by transformers (once, ~10 s) and
-cached (a few MB). GGUFs of other architectures go through transformers' GGUF loader on each
-load (slower: about 40 s for a model of this size).
+The transformers runtime reads a llama-architecture GGUF (SmolLM2's) itself: gguf's
+de-quantiser and tensor names, llama.cpp's query/key permutation undone (as transformers' own
+GGUF loader does; ``tests/models/test_embedded.py`` checks the weights are equal). The first load
+caches the tokenizer and configuration (converted by transformers) and where each tensor lies in
+the file (3.5 MB; 17 s here); later loads read the tensors straight from the GGUF (6 s). GGUFs of
+other architectures go through transformers' GGUF loader at each load (about 40 s for a model of
+this size).
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import logging
 import os
 import shutil
@@ -89,24 +91,50 @@ def _quiet_transformers(transformers: Any) -> Iterator[None]:
 
 
 def _cache_tokenizer_and_config(gguf: Path, cached: Path, transformers: Any) -> None:
-    """The GGUF's tokenizer and configuration, converted by transformers once and kept in
-    ``cached`` (a few MB; the weights are read from the GGUF at each load)."""
+    """The GGUF's tokenizer and configuration, converted by transformers once, and where each
+    tensor lies in the file (:func:`gguf_tensor_index`), kept in ``cached`` (a few MB)."""
     kw = {"gguf_file": gguf.name, "local_files_only": True}
-    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, **kw)
+    index = gguf_tensor_index(gguf)
     config = transformers.AutoConfig.from_pretrained(gguf.parent, **kw)
+    # AutoTokenizer parses the GGUF's metadata again to choose a class (5 s here); for a llama
+    # GGUF it chooses this one, which reads only the vocabulary (the same files, tested)
+    auto = index["architecture"] != "llama"
+    tokenizer_cls = transformers.AutoTokenizer if auto else transformers.PreTrainedTokenizerFast
+    tokenizer = tokenizer_cls.from_pretrained(gguf.parent, **kw)
     tmp = cached.with_name(cached.name + f".tmp{os.getpid()}")
     tokenizer.save_pretrained(tmp)
     config.save_pretrained(tmp)
+    (tmp / TENSOR_INDEX).write_text(json.dumps(index), encoding="utf-8")
     if cached.exists():  # another process cached it meanwhile
         shutil.rmtree(tmp)
         return
     tmp.replace(cached)
     logger.info(
-        "embedded: cached the tokenizer and configuration of %s in %s (%.1f MB)",
+        "embedded: cached the tokenizer, configuration and tensor index of %s in %s (%.1f MB)",
         gguf.name,
         cached,
         _size_mb(cached),
     )
+
+
+def gguf_tensor_index(gguf: Path) -> dict[str, Any]:
+    """The GGUF's architecture and, for each tensor, where its data lie in the file and how
+    (gguf's reader: about 4 s here, most of it the vocabulary, so it is read once and cached)."""
+    import gguf as gg
+
+    reader = gg.GGUFReader(gguf)
+    return {
+        "architecture": reader.fields["general.architecture"].contents(),
+        "tensors": {
+            t.name: {
+                "type": int(t.tensor_type),
+                "offset": int(t.data_offset),
+                "dtype": t.data.dtype.str,
+                "shape": [int(n) for n in t.data.shape],
+            }
+            for t in reader.tensors
+        },
+    }
 
 
 def unpermute_qk(weights: Any, n_head: int) -> Any:
@@ -116,38 +144,40 @@ def unpermute_qk(weights: Any, n_head: int) -> Any:
     return weights.reshape(n_head, dim, 2, *weights.shape[1:]).swapaxes(2, 1).reshape(weights.shape)
 
 
-def load_gguf_model(gguf: Path, config: Any, dtype: Any) -> Any:
+def load_gguf_model(gguf: Path, config: Any, dtype: Any, index: dict[str, Any]) -> Any:
     """The causal LM of a GGUF, its weights de-quantised to float32 and cast to ``dtype``.
 
-    A llama-architecture GGUF is read here (gguf's reader and de-quantiser, gguf's tensor names,
-    :func:`unpermute_qk`): the same weights as transformers' GGUF loader, in seconds instead of
-    about 40 s. Other architectures go through transformers' GGUF loader."""
+    A llama-architecture GGUF is read here (its tensors where ``index`` says they are, gguf's
+    de-quantiser and tensor names, :func:`unpermute_qk`): the same weights as transformers' GGUF
+    loader, in seconds instead of about 40 s. Other architectures go through transformers' GGUF
+    loader."""
     import gguf as gg
     import numpy as np
     import torch
     import transformers
 
-    reader = gg.GGUFReader(gguf)
-    arch = reader.fields["general.architecture"].contents()
-    if arch != "llama" or config.model_type != "llama":
+    if index["architecture"] != "llama" or config.model_type != "llama":
         return transformers.AutoModelForCausalLM.from_pretrained(
             gguf.parent, gguf_file=gguf.name, dtype=dtype, local_files_only=True
         )
     cls = transformers.LlamaForCausalLM
     names = gg.get_tensor_name_map(gg.MODEL_ARCH.LLAMA, config.num_hidden_layers)
-    tensors = {t.name: t for t in reader.tensors}
+    tensors = index["tensors"]
     with torch.device("meta"):  # the parameter names only: nothing is allocated
         wanted = list(cls(config).state_dict())
     state = {}
     for name in wanted:
         base, _, suffix = name.rpartition(".")
         gname = names.get_name(base)
-        tensor = tensors.get(f"{gname}.{suffix}")
-        if tensor is None:
+        entry = tensors.get(f"{gname}.{suffix}")
+        if entry is None:
             if name == "lm_head.weight" and config.tie_word_embeddings:
                 continue  # the embedding matrix, tied
             raise ValueError(f"{gguf.name}: no tensor for {name} ({gname}.{suffix})")
-        weights = gg.dequantize(tensor.data, tensor.tensor_type)
+        data = np.memmap(
+            gguf, np.dtype(entry["dtype"]), "r", entry["offset"], tuple(entry["shape"])
+        )
+        weights = gg.dequantize(data, gg.GGMLQuantizationType(entry["type"]))
         if gname.endswith(".attn_q"):
             weights = unpermute_qk(weights, config.num_attention_heads)
         elif gname.endswith(".attn_k"):
@@ -158,7 +188,8 @@ def load_gguf_model(gguf: Path, config: Any, dtype: Any) -> Any:
 
 #: what the cache folder holds; a new value gets a new folder (the float32 weights of earlier
 #: versions are not read: delete ``$MED_EVALS_CACHE_DIR/embedded`` to reclaim their space)
-CACHE_FORMAT = "tokenizer+config v1"
+CACHE_FORMAT = "tokenizer, config, tensor index v2"
+TENSOR_INDEX = "gguf_tensors.json"
 
 
 class TransformersRuntime:
@@ -189,7 +220,8 @@ class TransformersRuntime:
                 cached, local_files_only=True
             )
             config = transformers.AutoConfig.from_pretrained(cached, local_files_only=True)
-            self.model = load_gguf_model(gguf, config, getattr(torch, dtype))
+            index = json.loads((cached / TENSOR_INDEX).read_text(encoding="utf-8"))
+            self.model = load_gguf_model(gguf, config, getattr(torch, dtype), index)
         self.model.eval()
         eos = self.model.generation_config.eos_token_id
         self.eos = set(eos if isinstance(eos, list) else [eos])
