@@ -72,6 +72,8 @@ def shared_datasets() -> Path:
 
 @pytest.fixture(autouse=True)
 def _isolated_env(monkeypatch, tmp_path_factory):
-    """No test reads the user's data or cache directories."""
+    """No test reads the user's data or cache directories, and a run without ``log_dir`` logs
+    under pytest's temporary folder (Inspect's default is ``./logs``)."""
     monkeypatch.delenv("MED_EVALS_DATA_DIR", raising=False)
     monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    monkeypatch.setenv("INSPECT_LOG_DIR", str(tmp_path_factory.mktemp("logs")))

@@ -24,8 +24,6 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from ..conftest import mock_output, replying
 from ..oncology_support import FIXTURE_CSV, install_fixture
 
-LOGS = "/tmp/med_evals_test_logs"
-
 
 @pytest.fixture
 def fixture_data(tmp_path, monkeypatch):
@@ -72,7 +70,7 @@ def _grader(input, tools, tool_choice, config):  # noqa: A002
     return mock_output("NEGATIVE" if negative else "POSITIVE")
 
 
-def _build(task_args, epochs=1):
+def _build(task_args, log_dir, epochs=1):
     [log] = inspect_eval(
         counterfactual_build,
         task_args=task_args,
@@ -80,7 +78,7 @@ def _build(task_args, epochs=1):
         model_roles={"grader": get_model("mockllm/model", custom_outputs=_grader)},
         epochs=epochs,
         display="none",
-        log_dir=LOGS,
+        log_dir=str(log_dir),
     )
     return log
 
@@ -116,7 +114,7 @@ def test_change_ratio_and_checks():
 
 def test_build_checks_scores_only_and_exports_from_logs(fixture_data, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    log = _build({}, epochs=2)
+    log = _build({}, tmp_path / "logs", epochs=2)
     assert log.status == "success"
     assert list(tmp_path.glob("*.csv")) == []  # the scorer writes nothing
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
@@ -148,11 +146,11 @@ def test_build_checks_scores_only_and_exports_from_logs(fixture_data, tmp_path, 
 
 
 def test_build_resumes_from_export_or_logs(fixture_data, tmp_path):
-    first = _build({})
+    first = _build({}, tmp_path / "logs")
     out = tmp_path / "cf.csv"
     assert export_counterfactuals([first.location], out)["rows"] == 2
     for resume in (str(out), first.location):
-        log = _build({"resume": resume})
+        log = _build({"resume": resume}, tmp_path / "logs")
         assert len(log.samples) == 4  # the two accepted trials are skipped
         assert log.eval.metadata["skipped_finished"] == 2
     with pytest.raises(Exception, match="resume.*does not exist"):  # a clear input error
@@ -160,7 +158,7 @@ def test_build_resumes_from_export_or_logs(fixture_data, tmp_path):
 
 
 def test_export_command(fixture_data, tmp_path, capsys):
-    log = _build({})
+    log = _build({}, tmp_path / "logs")
     out = tmp_path / "trials.csv"
     assert cli_main(["export-counterfactuals", log.location, "--out", str(out)]) == 0
     assert "written 2" in capsys.readouterr().out
@@ -180,13 +178,13 @@ def test_judge_parsers():
     assert parse_agreement('{"verdict": "maybe"}') is None
 
 
-def test_missing_grader_is_an_error_at_start(fixture_data):
+def test_missing_grader_is_an_error_at_start(fixture_data, tmp_path):
     for task_fn in (counterfactual_judges, counterfactual_build):
         with pytest.raises(Exception, match="grader"):
-            inspect_eval(task_fn, model="mockllm/model", display="none", log_dir=LOGS)
+            inspect_eval(task_fn, model="mockllm/model", display="none", log_dir=str(tmp_path))
 
 
-def test_rating_judge_retries_then_counts_failures(fixture_data):
+def test_rating_judge_retries_then_counts_failures(fixture_data, tmp_path):
     calls = {"n": 0}
 
     def grader(input, tools, tool_choice, config):  # noqa: A002
@@ -204,7 +202,7 @@ def test_rating_judge_retries_then_counts_failures(fixture_data):
         model="mockllm/model",
         model_roles={"grader": get_model("mockllm/model", custom_outputs=grader)},
         display="none",
-        log_dir=LOGS,
+        log_dir=str(tmp_path),
     )
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
     # FIXTURE-3: both abstracts (cf and original) fail after 2 attempts each
@@ -213,7 +211,7 @@ def test_rating_judge_retries_then_counts_failures(fixture_data):
     assert calls["n"] == 6 * 2 * 2  # every item needed its second attempt
 
 
-def test_paired_judge_detectability(fixture_data):
+def test_paired_judge_detectability(fixture_data, tmp_path):
     def grader(input, tools, tool_choice, config):  # noqa: A002
         text = input[-1].text
         a = text.split("Abstract B:")[0]
@@ -229,7 +227,7 @@ def test_paired_judge_detectability(fixture_data):
         model="mockllm/model",
         model_roles={"grader": get_model("mockllm/model", custom_outputs=grader)},
         display="none",
-        log_dir=LOGS,
+        log_dir=str(tmp_path),
     )
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
     assert m["detect_rate"] == 1.0 and m["judge_failures"] == 0 and m["n"] == 6
@@ -237,7 +235,7 @@ def test_paired_judge_detectability(fixture_data):
     assert picks == {"A", "B"}  # the order is randomised
 
 
-def test_conclusion_agreement_scorer():
+def test_conclusion_agreement_scorer(tmp_path):
     verdicts = iter(['{"verdict": "agrees"}', "unclear", "unclear", '{"verdict": "contradicts"}'])
     grader = get_model("mockllm/model", custom_outputs=lambda *a: mock_output(next(verdicts)))
 
@@ -258,7 +256,7 @@ def test_conclusion_agreement_scorer():
         model=get_model("mockllm/model", custom_outputs=replying(lambda t: "It helps.")),
         model_roles={"grader": grader},
         display="none",
-        log_dir=LOGS,
+        log_dir=str(tmp_path),
         max_samples=1,
     )
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}

@@ -111,13 +111,13 @@ def _answer_from_sources(text):
     return "**Answer**: No Difference"
 
 
-def test_end_to_end_metrics(fixture_data):
+def test_end_to_end_metrics(fixture_data, tmp_path):
     model = get_model("mockllm/model", custom_outputs=replying(_answer_from_sources))
     [log] = inspect_eval(
         medevidence(condition="closed_book,evidence", metrics="full"),
         model=model,
         display="none",
-        log_dir="/tmp/med_evals_test_logs",
+        log_dir=str(tmp_path / "logs"),
     )
     assert log.status == "success"
     m = _metrics(log)

@@ -184,13 +184,13 @@ def _metrics(log):
     }
 
 
-def test_end_to_end_metrics(fixture_data):
+def test_end_to_end_metrics(fixture_data, tmp_path):
     model = get_model("mockllm/model", custom_outputs=replying(_evidence_follower))
     [log] = inspect_eval(
         oncology_rct(condition="study,irrelevant_identifier", metrics="full"),
         model=model,
         display="none",
-        log_dir="/tmp/med_evals_test_logs",
+        log_dir=str(tmp_path / "logs"),
     )
     assert log.status == "success"
     m = _metrics(log)
@@ -230,13 +230,13 @@ def test_end_to_end_metrics(fixture_data):
     assert m[("flip_rates", "title_abstract~counterfactual/n")] == 6
 
 
-def test_single_condition_has_plain_metric_names(fixture_data):
+def test_single_condition_has_plain_metric_names(fixture_data, tmp_path):
     model = get_model("mockllm/model", custom_outputs=replying(_evidence_follower))
     [log] = inspect_eval(
         oncology_rct(metrics="full"),
         model=model,
         display="none",
-        log_dir="/tmp/med_evals_test_logs",
+        log_dir=str(tmp_path / "logs"),
     )
     m = _metrics(log)
     assert m[("headline", "accuracy_valid")] == 1.0 and m[("headline", "macro_f1_valid")] == 1.0
@@ -250,7 +250,7 @@ def test_single_condition_has_plain_metric_names(fixture_data):
     assert sample.scores["trial_outcome"].answer in ("POSITIVE", "NEGATIVE")
 
 
-def test_epochs_keep_labels_by_majority(fixture_data):
+def test_epochs_keep_labels_by_majority(fixture_data, tmp_path):
     calls: Counter = Counter()
 
     def flaky(text):
@@ -265,7 +265,7 @@ def test_epochs_keep_labels_by_majority(fixture_data):
         model=model,
         epochs=3,
         display="none",
-        log_dir="/tmp/med_evals_test_logs",
+        log_dir=str(tmp_path / "logs"),
     )
     m = _metrics(log)
     assert log.eval.config.epochs == 3
@@ -277,7 +277,7 @@ def test_epochs_keep_labels_by_majority(fixture_data):
     assert len(values) == 6 and all(v["agreement"] == pytest.approx(2 / 3) for v in values)
 
 
-def test_provider_error_is_scored_error_not_lost(fixture_data):
+def test_provider_error_is_scored_error_not_lost(fixture_data, tmp_path):
     def outputs(input, tools, tool_choice, config):  # noqa: A002
         text = input[-1].text
         if "FIXTURE-3" in text:
@@ -290,7 +290,7 @@ def test_provider_error_is_scored_error_not_lost(fixture_data):
         model=model,
         display="none",
         max_retries=0,
-        log_dir="/tmp/med_evals_test_logs",
+        log_dir=str(tmp_path / "logs"),
     )
     assert log.status == "success" and len(log.samples) == 6
     m = _metrics(log)
