@@ -30,9 +30,10 @@ FIXTURE = ROOT / "datasets" / "fixtures" / "medreqal_fixture.csv"
 S, R, N = "SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def encoder() -> None:
-    load_bertscorer(BertScoreConfig.make())  # the encoder loads once per test session
+    """The BERTScore encoder, for the tests that score with it (loaded once per process)."""
+    load_bertscorer(BertScoreConfig.make())
 
 
 # --- loading ------------------------------------------------------------------------------
@@ -213,7 +214,7 @@ def metrics_of(log) -> dict[str, float]:
 
 
 @pytest.fixture(scope="module")
-def chat_run(tmp_path_factory):
+def chat_run(tmp_path_factory, encoder):
     seen: list = []
     with pytest.warns(UserWarning, match="counts differ"):
         task = medreqal(data_file=str(FIXTURE), metrics="full")
