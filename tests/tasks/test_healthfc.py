@@ -22,9 +22,10 @@ SHARED = Path(os.environ.get("MED_EVALS_SHARED_DATA", ROOT.parent / "shared" / "
 S, R, N = "SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def encoder() -> None:
-    load_bertscorer(BertScoreConfig.make())  # the encoder loads once per test session
+    """The BERTScore encoder, for the tests that score with it (loaded once per process)."""
+    load_bertscorer(BertScoreConfig.make())
 
 
 def test_read_fixture_and_record_to_sample() -> None:
@@ -101,7 +102,7 @@ REPLIES = {
 }
 
 
-def test_zero_shot_end_to_end(tmp_path: Path) -> None:
+def test_zero_shot_end_to_end(tmp_path: Path, encoder) -> None:
     seen: list = []
     log = run(tmp_path, False, REPLIES, seen)
     m = metrics_of(log)
@@ -170,7 +171,9 @@ def test_shared_copy_loads_all_750_claims() -> None:
     assert len(meta["samples_without_reference"]) == 9
 
 
-def test_generation_means_leave_out_errors_and_missing_references(tmp_path: Path) -> None:
+def test_generation_means_leave_out_errors_and_missing_references(
+    tmp_path: Path, encoder
+) -> None:
     """ERROR samples (provider failure) and claims without an explanation are missing from the
     ROUGE-L and BERTScore means (not 0), counted beside them; the means equal rouge-score's and
     bert-score's own values averaged over the claims that got a reply and have a reference."""
