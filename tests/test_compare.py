@@ -120,6 +120,7 @@ def test_published_rows_of_the_condition_printed_as_published(tmp_path, monkeypa
         (["--condition", "doi_only"], "--condition doi_only: m1 has no recorded replies"),
         (["--recorded", "none"], "nothing to compare"),
         (["-M", "choices"], "-M 'choices': expected NAME=VALUE"),
+        (["--model", "embedded/no-such-model"], "--model embedded/no-such-model: embedded/"),
     ],
 )
 def test_bad_requests_are_one_line(tmp_path, monkeypatch, capsys, argv, says):

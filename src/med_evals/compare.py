@@ -164,6 +164,7 @@ def run_compare(
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
+    from med_evals._compat import PrerequisiteError
     from med_evals.tasks.oncology_rct import oncology_rct
 
     args = dict(model_args if model_args is not None else _model_args(None, model))
@@ -180,9 +181,12 @@ def run_compare(
         interval = PROGRESS_TTY if sys.stderr.isatty() else PROGRESS_PIPE
         args.setdefault("progress", interval if progress else 0)
         label_args.pop("progress", None)
-    models = [get_model(model, **args)] if model != NO_MODEL else []
-    if not models and not replays:
+    if model == NO_MODEL and not replays:
         raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
+    try:
+        models = [get_model(model, **args)] if model != NO_MODEL else []
+    except PrerequisiteError as ex:  # e.g. the embedded model's weights are not installed
+        raise CommandError(f"--model {model}: {ex.message}", USAGE) from None
     models += [get_model(f"replay/{path}") for path in replays.values()]
     bar = getattr(models[0].api, "progress", None) if model != NO_MODEL else None
     if model != NO_MODEL and hasattr(models[0].api, "preload"):
@@ -224,8 +228,9 @@ def run_compare(
     report, notes = _report([str(lg.location) for lg in logs], report_dir or folder / "report",
                             reference)
     timing = f"evaluation: {wall:.0f} s for all runs (Inspect's eval, model load included)"
-    if model != NO_MODEL:
-        timing += f"; {model}: {rows[0].seconds:.0f} s from its log's start to end"
+    own = [r for r, lg in zip(rows, logs, strict=True) if lg.eval.model == model]
+    if own:
+        timing += f"; {model}: {own[0].seconds:.0f} s from its log's start to end"
     notes.insert(0, timing)
     return Comparison(condition, subset, rows, published, note, folder, report, notes)
 
