@@ -18,6 +18,12 @@ from float32 one at a time (the check behind the provider's default dtype).
 
 It drives ``get_model("embedded/...")`` only, so it also measures older versions of the provider:
 ``PYTHONPATH=/path/to/old/src python bench/bench_embedded.py``.
+
+``--main-job N`` times the README's main job (``med-evals compare``, in a subprocess, with
+``MED_EVALS_DATA_DIR`` as set or ``../shared/datasets``) N times: a first run on an empty model
+cache, then a later run on that cache, each round printing the whole command's time, the
+command's evaluation line (Inspect's eval, model load included; the embedded run's own time from
+its log) and the load average before and after.
 """
 
 from __future__ import annotations
@@ -135,6 +141,40 @@ async def run(model, batch, config: GenerateConfig, concurrency: int):  # noqa: 
     return seconds, n_in, n_out, [o.completion for o in outs]
 
 
+def main_job(rounds: int) -> None:
+    """The README's main job, first run (empty model cache) and later run, ``rounds`` times."""
+    import re
+    import subprocess
+    import sys
+    import tempfile
+
+    env = dict(os.environ)
+    shared = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+    env.setdefault("MED_EVALS_DATA_DIR", str(shared))
+    for r in range(1, rounds + 1):
+        with tempfile.TemporaryDirectory() as tmp:
+            env["MED_EVALS_CACHE_DIR"] = str(Path(tmp) / "cache")
+            for run in ("first run", "later run"):
+                before = os.getloadavg()[0]
+                started = time.monotonic()
+                done = subprocess.run(
+                    [sys.executable, "-m", "med_evals.cli", "compare", "--log-dir",
+                     str(Path(tmp) / run.replace(" ", "-"))],
+                    env=env, capture_output=True, text=True, check=False,
+                )
+                seconds = time.monotonic() - started
+                lines = done.stdout.splitlines()
+                line = next((x for x in lines if x.startswith("evaluation:")), "")
+                if done.returncode:
+                    line = f"failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
+                print(
+                    f"round {r}, {run}: command {seconds:.0f} s; "
+                    f"{re.sub(' for all runs', '', line)}; "
+                    f"load average {before:.2f} -> {os.getloadavg()[0]:.2f}",
+                    flush=True,
+                )
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--model", default="embedded/smollm2-135m")
@@ -143,8 +183,12 @@ async def main() -> None:
     ap.add_argument("--concurrency", default="1,8", help="comma-separated, e.g. 1,4,8")
     ap.add_argument("--fixtures", action="store_true", help="dtype and batching check")
     ap.add_argument("-M", dest="model_args", action="append", default=[], help="key=value")
+    ap.add_argument("--main-job", type=int, metavar="N", help="time med-evals compare N times")
     args = ap.parse_args()
     model_args = dict(kv.split("=", 1) for kv in args.model_args)
+    if args.main_job:
+        main_job(args.main_job)
+        return
 
     print(f"load average before: {os.getloadavg()[0]:.2f}  cpus: {os.cpu_count()}")
     if args.fixtures:
