@@ -4,36 +4,68 @@ import dataclasses
 
 import pytest
 
-from med_evals import data
-from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, spec
+from med_evals import studies
+from med_evals.studies import (
+    HEALTHFC,
+    MEDEVIDENCE,
+    MEDREQAL,
+    ONCOLOGY_RCT,
+    STUDIES,
+    fingerprint,
+    spec,
+)
 
 
 @pytest.mark.parametrize("name", sorted(STUDIES))
 def test_version_is_bumped_with_prompt_parser_metric_or_pin(name):
     study = STUDIES[name]
-    assert study.fingerprint() == study.fingerprint_recorded, (
-        f"a prompt, parser, metric definition or dataset pin of {name} changed: bump its version "
-        f"in studies.py and record fingerprint_recorded={study.fingerprint()!r} "
+    assert fingerprint(study) == study.fingerprint_recorded, (
+        f"a prompt, parse, number or dataset pin of {name} changed: bump its version in its "
+        f"task module's SPEC and record fingerprint_recorded={fingerprint(study)!r} "
         "(python -m med_evals.studies prints them)"
     )
 
 
-def test_fingerprint_sees_parser_metric_and_pin_changes(monkeypatch):
-    base = ONCOLOGY_RCT.fingerprint()
-    other_parser = dataclasses.replace(
-        ONCOLOGY_RCT, parser="med_evals.scorers.labels:parse_outcome_lenient"
+def test_the_fingerprint_follows_behaviour_not_source_text(monkeypatch):
+    """Equal behaviour written differently keeps the fingerprint; a changed prompt, parse,
+    number or pin changes it."""
+    from med_evals.scorers.labels import parse_outcome_lenient
+    from med_evals.scorers.oncology_rct import headline_numbers
+    from med_evals.solvers import oncology_rct as prompts
+    from med_evals.tasks import oncology_conditions
+
+    base = fingerprint(ONCOLOGY_RCT)
+    # the same functions, rewritten (another object, other source): nothing changes
+    same = dataclasses.replace(
+        ONCOLOGY_RCT,
+        compute=lambda values, labels: dict(headline_numbers(values, labels)),
+        parser=lambda reply: ONCOLOGY_RCT.parser(reply),
     )
-    assert other_parser.fingerprint() != base
-    other_metric = dataclasses.replace(ONCOLOGY_RCT, compute="med_evals.studies:label_headline")
-    assert other_metric.fingerprint() != base
-    real = data.load_manifest
+    assert fingerprint(same) == base
+    # another parse, another number
+    assert fingerprint(dataclasses.replace(ONCOLOGY_RCT, parser=parse_outcome_lenient)) != base
 
-    def repinned(name):
-        m = real(name)
-        return dataclasses.replace(m, revision="0" * 40)
+    def rounded(values, labels):
+        out = dict(headline_numbers(values, labels))
+        out["macro_f1_valid"] = round(out["macro_f1_valid"], 1)
+        return out
 
-    monkeypatch.setattr(data, "load_manifest", repinned)
-    assert ONCOLOGY_RCT.fingerprint() != base
+    assert fingerprint(dataclasses.replace(ONCOLOGY_RCT, compute=rounded)) != base
+    # a prompt: the system prompt, or one condition's template
+    with monkeypatch.context() as m:
+        m.setattr(prompts, "ONCOLOGY_SYSTEM_PROMPT", prompts.ONCOLOGY_SYSTEM_PROMPT + " ")
+        assert fingerprint(ONCOLOGY_RCT) != base
+    doi_only = oncology_conditions.CONDITIONS["doi_only"]
+    with monkeypatch.context() as m:
+        m.setitem(oncology_conditions.CONDITIONS, "doi_only",
+                  dataclasses.replace(doi_only, template="doi: {doi}"))
+        assert fingerprint(ONCOLOGY_RCT) != base
+    # a dataset pin
+    real = studies.load_manifest
+    monkeypatch.setattr(
+        studies, "load_manifest", lambda name: dataclasses.replace(real(name), revision="0" * 40)
+    )
+    assert fingerprint(ONCOLOGY_RCT) != base
 
 
 def test_spec_lookup_and_labels():
@@ -45,9 +77,14 @@ def test_spec_lookup_and_labels():
         spec("nosuch")
 
 
-def test_verdict_studies_share_one_headline_definition():
-    # the verdict scorer logs headline("medreqal") for both tasks: the definitions must agree
+def test_verdict_studies_share_the_definition_and_log_their_own_name():
     assert HEALTHFC.headline == MEDREQAL.headline and HEALTHFC.compute == MEDREQAL.compute
+    # each task's headline metric is its own study's, as the log records it (HealthFC's logged
+    # "medreqal" before)
+    from inspect_ai._util.registry import registry_params
+
+    for study in (MEDREQAL, HEALTHFC):
+        assert registry_params(study.metric_set(False)[0]) == {"study": study.task}
 
 
 @pytest.mark.parametrize("name", sorted(STUDIES))
@@ -67,9 +104,9 @@ def test_headline_values_cover_each_headline(name):
 def test_conditions_come_from_the_task_modules():
     from med_evals.tasks.oncology_rct import CONDITIONS
 
-    assert ONCOLOGY_RCT.conditions() == tuple(CONDITIONS)
-    assert MEDEVIDENCE.conditions() == ("closed_book", "evidence")
-    assert MEDREQAL.conditions() == ()
+    assert ONCOLOGY_RCT.conditions == tuple(CONDITIONS)
+    assert MEDEVIDENCE.conditions == ("closed_book", "evidence")
+    assert MEDREQAL.conditions == ()
 
 
 #: the number each paper leads with: the oncology study summarises performance "using F1-score
@@ -109,9 +146,11 @@ def test_the_logged_metrics_start_with_the_primary_number(full):
             for i, r in enumerate(["POSITIVE", "NEGATIVE", "maybe"])
         }
 
-    one = _logged_order(outcome_metrics(None, full=full), oncology(["title_abstract"]))
+    one = _logged_order(outcome_metrics(ONCOLOGY_RCT, full=full), oncology(["title_abstract"]))
     assert one[:3] == ["macro_f1_valid", "accuracy_valid", "valid_rate"]
-    two = _logged_order(outcome_metrics(None, full=full), oncology(["title_abstract", "doi_only"]))
+    two = _logged_order(
+        outcome_metrics(ONCOLOGY_RCT, full=full), oncology(["title_abstract", "doi_only"])
+    )
     assert two[0] == "title_abstract/macro_f1_valid"
     def labelled(labels):
         return {
@@ -125,9 +164,9 @@ def test_the_logged_metrics_start_with_the_primary_number(full):
     effect_values = {
         str(i): effect_value(r, "higher", "five", "evidence", "high") for i, r in enumerate(replies)
     }
-    effect = _logged_order(effect_metrics("five", full=full), effect_values)
+    effect = _logged_order(effect_metrics(MEDEVIDENCE, full=full, label_set="five"), effect_values)
     assert effect[:3] == accuracy_first
-    verdict = _logged_order(verdict_metrics(full=full)[:1], labelled(MEDREQAL.labels()))
+    verdict = _logged_order(verdict_metrics(MEDREQAL, full=full)[:1], labelled(MEDREQAL.labels()))
     assert verdict == accuracy_first  # the first metric: the headline (ROUGE-L etc. after it)
 
 

@@ -42,7 +42,7 @@ __all__ = [
 ]
 
 
-def with_metrics(scorer: Scorer, metrics: list[Metric]) -> Scorer:
+def with_metrics(scorer: Scorer, metrics: list[Metric | dict[str, list[Metric]]]) -> Scorer:
     """``scorer`` with ``metrics`` instead of the ones its decorator declares (this scorer
     only: ``Task(metrics=...)`` would override every scorer of the task, the judge's too)."""
     info = registry_info(scorer)

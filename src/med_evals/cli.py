@@ -13,7 +13,8 @@ from med_evals.studies import STUDIES
 
 def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
-    from med_evals.logs import LogPathError, score_values, select_logs
+    from med_evals.log_files import LogPathError
+    from med_evals.logs import score_values, select_logs
     from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 
     pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
@@ -63,12 +64,8 @@ def _flip_rate(args: argparse.Namespace) -> int:
 
 
 def _score_recorded(args: argparse.Namespace) -> int:
-    from med_evals.tasks.oncology_recorded import (
-        check_out_file,
-        read_recorded,
-        score_recorded,
-        table,
-    )
+    from med_evals.report.oncology import recorded_table
+    from med_evals.tasks.oncology_recorded import check_out_file, read_recorded, score_recorded
 
     check_out_file(args.out)
     trials = None
@@ -77,7 +74,7 @@ def _score_recorded(args: argparse.Namespace) -> int:
 
         trials, _ = load_trials(args.data_dir)
     replies = read_recorded(Path(args.table), trials)
-    _emit(table(score_recorded(replies)), args.out)
+    _emit(recorded_table(score_recorded(replies)), args.out)
     return 0
 
 
@@ -154,10 +151,14 @@ def _regress(args: argparse.Namespace) -> int:
 
 
 def _subset_make(args: argparse.Namespace) -> int:
+    from med_evals.exit_codes import CommandError
     from med_evals.studies import spec
     from med_evals.subsets import draw_stratified, write_subset
 
-    revision, strata, key_text = spec(args.task).subset_source(args.data_dir)
+    source = spec(args.task).subset_source
+    if source is None:
+        raise CommandError(f"{args.task} has no data to draw a subset from")
+    revision, strata, key_text = source(args.data_dir)
     ids = draw_stratified(strata, args.size, seed=args.seed)
     path = write_subset(
         args.task, args.name, revision, ids, key_text, ["gold label"], args.seed, args.version

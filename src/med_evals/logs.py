@@ -19,11 +19,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-from urllib.request import url2pathname
 
-from inspect_ai.log import EvalLog, list_eval_logs, read_eval_log
+from inspect_ai.log import EvalLog, read_eval_log
 
+from med_evals.log_files import expand_log_paths
 from med_evals.scorers.reducers import majority_label
 from med_evals.studies import STUDIES, Study, spec
 
@@ -71,31 +70,6 @@ class Run:
         for v in self.values.values():
             out[str(v.get("condition", ""))].append(v)
         return dict(out)
-
-
-class LogPathError(ValueError):
-    """A path given as logs that does not exist, or a folder holding no Inspect log."""
-
-
-def expand_log_paths(paths: Iterable[str | Path], strict: bool = False) -> list[str]:
-    """Log files, with directories expanded to the Inspect logs inside them (as local paths:
-    Inspect lists them as ``file://`` URIs, which ``Path`` cannot stat).
-
-    With ``strict``, a path that does not exist or a folder without any Inspect log raises
-    :class:`LogPathError` naming it."""
-    out: list[str] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            found = [_local(info.name) for info in list_eval_logs(str(p))]
-            if strict and not found:
-                raise LogPathError(f"{p}: no Inspect log (.eval or .json) in this folder")
-            out += found
-        elif strict and not p.exists():
-            raise LogPathError(f"{p}: no such file or folder")
-        else:
-            out.append(str(p))
-    return out
 
 
 @dataclass
@@ -160,11 +134,6 @@ def _one_line(ex: BaseException) -> str:
     return text[:300] or type(ex).__name__
 
 
-def _local(name: str) -> str:
-    parsed = urlparse(name)
-    return url2pathname(parsed.path) if parsed.scheme == "file" else name
-
-
 def task_name(log: EvalLog) -> str:
     return log.eval.task.split("/")[-1]
 
@@ -208,7 +177,7 @@ def load_run(path: str, scorer: str | None = None) -> Run:
     if scorer is None:
         if study is None:
             raise LogSkipped(f"{path}: task '{log.eval.task}' is not a med_evals study")
-        scorer = spec(task).scorer
+        scorer = spec(task).scorer_name
     per_scorer = reduced_values(log)
     if scorer not in per_scorer:
         raise LogSkipped(f"{path}: no '{scorer}' scores", study, log.eval.model)

@@ -3,7 +3,7 @@
 What is gated is each study's **headline** (its spec in :mod:`med_evals.studies`: e.g. valid
 rate, accuracy, macro-F1, sensitivity and specificity over valid predictions for the oncology
 study; accuracy and macro-F1 over all samples and the valid rate for the others). Each number is
-computed by :meth:`~med_evals.studies.Study.headline_values` — the function the logged metric
+computed by :meth:`~med_evals.study.Study.headline_values` — the function the logged metric
 comes from — over the per-sample values of each condition, and judged on a 95% paired bootstrap
 interval of new - old over the samples both runs scored: a regression when the interval lies
 wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information.
@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import Any
 
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
-from med_evals.logs import LogPathError, LogSelection, LogSkipped, Run, load_run, select_logs
-from med_evals.scorers.score_table import mean_present
+from med_evals.log_files import LogPathError
+from med_evals.logs import LogSelection, LogSkipped, Run, load_run, select_logs
 from med_evals.stats import bootstrap_difference
-from med_evals.studies import NON_SETUP_ARGS, STUDIES, spec
+from med_evals.studies import STUDIES, spec
+from med_evals.study import NON_SETUP_ARGS
 
 FORMAT = 2
-FLOAT_KEYS = ("rouge_l", "bertscore_f1")
 #: verdicts of a run the gate could not compare (besides an "untested" metric)
 NOT_COMPARED = ("unfinished", "unusable", "no baseline", "setup changed")
 #: verdicts of a gated metric that was tested
@@ -263,10 +263,12 @@ def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]
                 Row(run.task, run.model, f"{prefix}{h.name}", old_all[h.name], new_all[h.name],
                     f"headline, paired bootstrap n={len(shared)}", detail, verdict)
             )
-        for key in FLOAT_KEYS:
-            o, n = mean_present(list(old.values()), key), mean_present(list(new.values()), key)
+        old_means = study.mean_values(list(old.values()))
+        new_means = study.mean_values(list(new.values()))
+        for key, o in old_means.items():
+            n = new_means[key]
             if not (math.isnan(o) and math.isnan(n)):
-                rows.append(Row(run.task, run.model, f"{prefix}{key}_mean", o, n,
+                rows.append(Row(run.task, run.model, f"{prefix}{key}", o, n,
                                 "logged metric", "", "info"))
     return rows
 

@@ -195,7 +195,7 @@ def test_a_failed_build_leaves_no_half_written_report(tmp_path, monkeypatch):
     def boom(*args):
         raise RuntimeError("figure failed")
 
-    monkeypatch.setitem(build_module.SECTIONS, "trial_outcome", boom)
+    monkeypatch.setitem(build_module.SECTIONS, "oncology_rct", boom)
     with pytest.raises(RuntimeError, match="figure failed"):
         build_report([tmp_path / "r" / "logs"], tmp_path / "out", n_boot=10)
     assert not (tmp_path / "out").exists()

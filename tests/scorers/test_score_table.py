@@ -73,12 +73,16 @@ def _metrics() -> dict[str, list[Any]]:
 
     from med_evals.scorers.oncology_rct import outcome_metrics
     from med_evals.scorers.verdict import verdict
+    from med_evals.studies import MEDREQAL, ONCOLOGY_RCT
 
     oncology = ["POSITIVE", "NEGATIVE"]
     return {
-        "verdict": scorer_metrics(verdict(reference_key="reference", bertscore=False)),
+        "verdict": [
+            *scorer_metrics(verdict(reference_key="reference", bertscore=False)),
+            *MEDREQAL.metric_set(True),
+        ],
         "outcome": [
-            *outcome_metrics(),
+            *outcome_metrics(ONCOLOGY_RCT),
             accuracy_all(),
             accuracy_valid(),
             macro_f1_all(oncology),
@@ -87,7 +91,7 @@ def _metrics() -> dict[str, list[Any]]:
             label_counts(oncology),
             confusion_counts(oncology),
             by_field("journal", oncology),
-            headline("oncology_rct"),
+            headline(ONCOLOGY_RCT),
         ],
     }
 

@@ -16,14 +16,8 @@ from inspect_ai.model import ChatMessageSystem, ModelOutput, ModelUsage, get_mod
 from med_evals.data import DatasetError
 from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packaged_encoder_path
 from med_evals.solvers import verdict as verdict_prompts
-from med_evals.tasks.medreqal import (
-    EXPECTED_LABELS,
-    EXPECTED_ROWS,
-    check_counts,
-    medreqal,
-    read_medreqal,
-    record_to_sample,
-)
+from med_evals.tasks.medreqal import SPEC, medreqal, read_medreqal, record_to_sample
+from med_evals.tasks.verdict import check_counts
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = ROOT / "datasets" / "fixtures" / "medreqal_fixture.csv"
@@ -106,13 +100,13 @@ def test_count_check_matches_the_paper() -> None:
     labels = pd.Series([S] * 543 + [R] * 186 + [N] * 2057)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert check_counts(FIXTURE, labels, EXPECTED_ROWS, EXPECTED_LABELS) is None
+        assert check_counts(FIXTURE, labels, SPEC) is None
 
 
 def test_count_check_says_what_differs() -> None:
     labels = pd.Series([S] * 544 + [R] * 186 + [N] * 2057)
     with pytest.warns(UserWarning, match="2787 rows, not 2786; 544 SUPPORTED, not 543"):
-        message = check_counts(FIXTURE, labels, EXPECTED_ROWS, EXPECTED_LABELS)
+        message = check_counts(FIXTURE, labels, SPEC)
     assert "not comparable" in message
 
 

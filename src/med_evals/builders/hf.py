@@ -8,7 +8,6 @@ with the same checks as the GitHub file (its ``verdicts`` column reads as ``verd
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ def hf_copy(dataset: str) -> tuple[Path, dict[str, Any]]:
     repo, revision, split = str(spec["repo"]), str(spec["revision"]), spec.get("split", "train")
     out = cache_dir() / manifest.name / f"hf-{revision}" / f"{manifest.name}-{split}.csv"
     if not out.is_file():
-        try:  # imported by name: the repository's datasets/ folder must not shadow it
-            datasets = importlib.import_module("datasets")
+        try:  # Hugging Face's datasets package: optional (med_evals[hf])
+            import datasets
         except ImportError as ex:
             raise DatasetError(
                 "source=hf needs the 'datasets' package: pip install 'med_evals[hf]'"

@@ -1,9 +1,9 @@
 """``med-evals report``: paper-style tables and figures from our tasks' logs, for any mix of
 runs (studies, models, conditions, epochs, task arguments). Reads logs only; never calls a model.
 
-Each study's section is chosen by its spec (:func:`med_evals.studies.spec`): by the scorer that
-describes its predictions. The report is written into a temporary folder beside ``out_dir`` and
-moved into place only once complete, so a failure leaves no half-written report.
+Each study (:data:`med_evals.studies.STUDIES`) has its section (:data:`SECTIONS`). The report is
+written into a temporary folder beside ``out_dir`` and moved into place only once complete, so
+a failure leaves no half-written report.
 """
 
 from __future__ import annotations
@@ -25,18 +25,19 @@ from med_evals.report.tables import (
     generic_section,
     provenance_tables,
 )
-from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
+from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 
 #: Paired bootstrap resamples: enough for a 95% interval's first decimal, quick on CI.
 N_BOOT = 200
 
 Section = Callable[[Context, Study, Sequence[Group]], None]
-#: the section of each label family, keyed by the scorer the study spec names (HealthFC shares
-#: MedREQAL's); a study with another scorer gets the generic section (headline, comparisons)
+#: the section of each study (HealthFC shares MedREQAL's); a study without one gets the generic
+#: section (headline, comparisons)
 SECTIONS: dict[str, Section] = {
-    ONCOLOGY_RCT.scorer: oncology.section,
-    MEDEVIDENCE.scorer: medevidence.section,
-    MEDREQAL.scorer: verdict.section,
+    ONCOLOGY_RCT.task: oncology.section,
+    MEDEVIDENCE.task: medevidence.section,
+    MEDREQAL.task: verdict.section,
+    HEALTHFC.task: verdict.section,
 }
 OUTPUTS = ("report.md", "report.html", "figures")
 
@@ -91,7 +92,7 @@ def build_report(
         )
         for study in STUDIES.values():
             if study.task in groups:
-                SECTIONS.get(study.scorer, generic_section)(ctx, study, groups[study.task])
+                SECTIONS.get(study.task, generic_section)(ctx, study, groups[study.task])
         if ctx.warnings:
             doc.h2("Warnings")
             for w in ctx.warnings:

@@ -3,7 +3,7 @@ metrics the logs carry (our lenient reading, accuracy per gold class), paired co
 
 The paper's scheme is its five classes; the three-label scheme (higher / lower / uncertain) is
 ours, and every run that uses it is marked so wherever it appears. The metrics beyond the
-headline are the scorer's full metric set (``effect_metrics``), computed over each run's
+headline are the scorer's full metric set (:meth:`Study.metric_set`), computed over each run's
 per-sample values: the same numbers a ``-T metrics=full`` run logs, whichever set the run logged.
 """
 
@@ -22,8 +22,7 @@ from med_evals.report.tables import (
     paired_table,
 )
 from med_evals.scorers.headline import metric_values
-from med_evals.scorers.medevidence import effect_metrics
-from med_evals.studies import Study
+from med_evals.study import Study
 
 OURS = " [three-label scheme: ours, not the paper's]"
 
@@ -86,11 +85,10 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
 def _other_rows(study: Study, groups: Sequence[Group]) -> list[dict[str, Any]]:
     rows = []
     for g in groups:
-        scheme = study.label_set_name(g.task_args)
         for run in g.runs:
             conds = sorted({str(v.get("condition") or "") for v in run.values.values()})
             by_cond: dict[str, dict[str, float]] = {}
-            full = metric_values(effect_metrics(scheme, full=True), run.values)
+            full = metric_values(study.metric_set(True, g.task_args), run.values)
             for key, value in full.items():
                 cond, sep, name = key.partition("/")
                 if not sep or cond not in conds:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
+
 from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import fmt_ci, fmt_interval
@@ -26,7 +28,7 @@ from med_evals.report.tables import (
 from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
 from med_evals.scorers.oncology_rct import summarize_condition
 from med_evals.stats import mcnemar_exact
-from med_evals.studies import Study
+from med_evals.study import Study
 from med_evals.tasks.oncology_recorded import CONDITION_ALIASES
 
 BASELINE = "title_abstract"
@@ -249,3 +251,34 @@ def _identifier_pull(
         "Identifier pull: counterfactual (cf) vs counterfactual with the real DOI, paired by "
         "trial (accuracy and sensitivity over valid predictions)",
     )
+
+
+def recorded_table(results: list[dict[str, Any]]) -> pd.DataFrame:
+    """``med-evals score-recorded``'s table of :func:`~med_evals.tasks.oncology_recorded.
+    score_recorded`: the study's Table 1 layout (Wald intervals), with Wilson intervals and
+    counts beside."""
+    rows = []
+    for r in results:
+        s = r["strict"]
+        rows.append(
+            {
+                "Condition": r["condition"],
+                "Model": r["model"],
+                "Valid predictions (%)": f"{100 * r['valid_rate']:.1f}",
+                "Accuracy (95% CI)": fmt_ci(s["accuracy"], s["accuracy_wald"]),
+                "Sensitivity (95% CI)": fmt_ci(s["sensitivity"], s["sensitivity_wald"]),
+                "Specificity (95% CI)": fmt_ci(s["specificity"], s["specificity_wald"]),
+                "F1 Score (95% CI)": fmt_ci(s["macro_f1"], s["macro_f1_wald"]),
+                "F1 POSITIVE": f"{s['f1_positive']:.3f}",
+                "Accuracy (Wilson 95% CI)": fmt_ci(s["accuracy"], s["accuracy_wilson"]),
+                "F1 (Wilson 95% CI)": fmt_ci(s["macro_f1"], s["macro_f1_wilson"]),
+                "n": r["n_total"],
+                "valid": r["n_valid"],
+                "invalid": r["n_invalid"],
+                "error": r["n_error"],
+                "exact case": r["n_exact_case"],
+                "accuracy (lenient)": f"{r['lenient']['accuracy']:.3f}",
+                "TP/FN/FP/TN": f"{s['tp']}/{s['fn']}/{s['fp']}/{s['tn']}",
+            }
+        )
+    return pd.DataFrame(rows)

@@ -24,7 +24,7 @@ from typing import Any
 from inspect_ai.log import read_eval_log
 
 from med_evals.logs import Run
-from med_evals.studies import NON_SETUP_ARGS, Study
+from med_evals.study import NON_SETUP_ARGS, Study
 
 REPLAY_PREFIX = "replay/"
 #: The replay provider's model name for a record that did not name its model.
@@ -99,7 +99,7 @@ def _arg_text(value: Any) -> str:
 def label_args(study: Study, run: Run) -> dict[str, str]:
     """The task arguments that may distinguish this run from another of its study."""
     skip = set(NON_SETUP_ARGS)  # the same per-sample values either way
-    if study.conditions_attr:  # conditions are a per-sample dimension, shown in their own column
+    if study.conditions:  # conditions are a per-sample dimension, shown in their own column
         skip.add("condition")
     return {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
 

@@ -20,7 +20,7 @@ from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
 from med_evals.report.runs import Group
 from med_evals.stats import bootstrap_difference, mcnemar_exact
-from med_evals.studies import Study
+from med_evals.study import Study
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class HeadlineRow:
 
 def ordered_conditions(study: Study, present: Sequence[str] | set[str]) -> list[str]:
     """Present conditions in the study's order (unknown ones after, by name)."""
-    known = [c for c in study.conditions() if c in present]
+    known = [c for c in study.conditions if c in present]
     return known + sorted(set(present) - set(known))
 
 

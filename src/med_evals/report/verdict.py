@@ -2,7 +2,7 @@
 category, paired comparisons.
 
 Accuracy and macro-F1 are the headline numbers (:meth:`Study.headline_values`); ROUGE-L and
-BERTScore are :func:`~med_evals.scorers.generation.mean_present` (the logged means); counts are
+BERTScore are :meth:`Study.mean_values` (the logged means' function); counts are
 :func:`~med_evals.scorers.classification.counts_of`. BERTScore depends on its encoder: each
 run's encoder, layer and rescaling (its scorer settings) are printed beside its score, and only a
 score computed as the paper's scale assumes (``roberta-large``, bert-score's default layer 17,
@@ -20,9 +20,8 @@ from med_evals.report.document import is_missing
 from med_evals.report.runs import Group
 from med_evals.report.tables import headline_block, paired_table, reference_table
 from med_evals.scorers.classification import counts_of
-from med_evals.scorers.score_table import mean_present
 from med_evals.scorers.verdict_metrics import by_group
-from med_evals.studies import Study
+from med_evals.study import Study
 
 #: bert-score's defaults for the encoder that gives the paper's 84-86 range (the paper does not
 #: name its encoder; see docs/medreqal.md)
@@ -39,7 +38,7 @@ def pct(x: float) -> str | None:
 def encoder_of(group: Group) -> tuple[str, bool]:
     """(the run's BERTScore settings in words, whether they are the paper's scale)."""
     settings: Mapping[str, Any] = group.runs[-1].provenance.get("scorer_settings", {}).get(
-        group.study.scorer, {}
+        group.study.scorer_name, {}
     )
     if not settings.get("reference_key") or settings.get("bertscore") is False:
         return "not computed", False
@@ -60,12 +59,13 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     for g in groups:
         vals = list(g.values.values())
         words, paper_scale = encoder_of(g)
-        bsc = mean_present(vals, "bertscore_f1")
+        means = study.mean_values(vals)
+        bsc = means["bertscore_f1_mean"]
         t2.append({
             "run": g.label,
             "Accuracy (%)": pct(head[g.label]["accuracy_all"]),
             "Macro-F1 (%)": pct(head[g.label]["macro_f1_all"]),
-            "ROUGE-L (%)": pct(mean_present(vals, "rouge_l")),
+            "ROUGE-L (%)": pct(means["rouge_l_mean"]),
             PAPER_BSC: pct(bsc) if paper_scale else None,
             OTHER_BSC: None if paper_scale else pct(bsc),
             "BERTScore encoder": words,

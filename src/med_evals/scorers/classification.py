@@ -285,6 +285,18 @@ def binary_summary(
     return out
 
 
+def label_headline(values: Sequence[Value], labels: Sequence[str]) -> dict[str, float]:
+    """Accuracy and macro-F1 over all samples (a reply without a label is wrong: a miss for its
+    gold label), and the valid rate: the headline of the label-classification studies
+    (MedEvidence, MedREQAL, HealthFC)."""
+    rows = rows_of(values)
+    return {
+        "accuracy_all": accuracy_of(rows, valid_only=False),
+        "macro_f1_all": macro_f1_of(rows, labels, valid_only=False),
+        "valid_rate": valid_rate_of(rows),
+    }
+
+
 @metric
 def accuracy_all() -> Metric:
     """Accuracy over all samples; an invalid or errored reply is wrong."""

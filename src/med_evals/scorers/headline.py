@@ -1,8 +1,9 @@
 """The headline metric: a study's chosen numbers, from its spec, under plain names.
 
-One function per number: :meth:`med_evals.studies.Study.headline_values` computes every headline
+One function per number: :meth:`med_evals.study.Study.headline_values` computes every headline
 number from the per-sample score values; this metric logs them, ``med-evals report`` prints
-them and ``med-evals regress`` gates them, all through that one method.
+them and ``med-evals regress`` gates them, all through that one method. The task hands its
+spec to the metric (:meth:`~med_evals.study.Study.metric_set`): nothing here imports a study.
 """
 
 from __future__ import annotations
@@ -14,18 +15,20 @@ from inspect_ai.scorer import Metric, SampleScore, Score, metric
 
 from med_evals._compat import registry_unqualified_name
 from med_evals.scorers.classification import per_condition
-from med_evals.studies import spec
+from med_evals.study import Study
 
 
 @metric
-def headline(task: str, label_set: str | None = None) -> Metric:
+def headline(study: Study | str, label_set: str | None = None) -> Metric:
     """The study's headline numbers (per condition when a run holds several).
 
     Args:
-        task: The study (``oncology_rct``, ``medevidence``, ``medreqal``, ``healthfc``).
+        study: The study's spec (logged as its task name; Inspect passes that name when it
+            recreates the metric from a log, e.g. ``inspect score``).
         label_set: The label set in use where the study has several (MedEvidence ``labels``).
     """
-    study = spec(task)
+    if isinstance(study, str):
+        study = Study.named(study)
     args = {study.label_arg: label_set} if study.label_arg and label_set else {}
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:

@@ -29,6 +29,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.classification import (
+    accuracy_all,
     accuracy_by_group,
     accuracy_of,
     accuracy_valid,
@@ -36,13 +37,16 @@ from med_evals.scorers.classification import (
     confusion_counts,
     confusion_of,
     label_counts,
+    macro_f1_all,
     macro_f1_of,
     macro_f1_valid,
     per_condition,
+    valid_rate,
 )
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.solvers.generate import GENERATE_ERROR
+from med_evals.study import Study
 
 FIVE = LabelSet(
     "effect_direction_5",
@@ -238,15 +242,18 @@ def accuracy_by_gold() -> Metric:
     return compute
 
 
-def effect_metrics(scheme: str, full: bool = True) -> list[Metric | dict[str, list[Metric]]]:
-    """The metrics of a scheme: the authors' grading unqualified, per evidence quality and per
-    gold class; the lenient view suffixed ``_lenient`` (``full=False``: the headline only)."""
+def effect_metrics(
+    study: Study, full: bool = True, label_set: str | None = None
+) -> list[Metric | dict[str, list[Metric]]]:
+    """The metrics of a label scheme (``label_set``, default five): ``study``'s headline, then
+    (``full``) the authors' grading unqualified, per evidence quality and per gold class, and
+    the lenient view suffixed ``_lenient``."""
+    scheme = label_set or "five"
     labels = list(LABEL_SETS[scheme].labels)
     if not full:
-        return [headline("medevidence", scheme)]
+        return [headline(study, scheme)]
     return [
-        # accuracy_all, macro_f1_all and valid_rate: the study spec's headline (studies.py)
-        headline("medevidence", scheme),
+        headline(study, scheme),
         accuracy_valid(),
         macro_f1_valid(labels),
         label_counts(labels),
@@ -258,13 +265,12 @@ def effect_metrics(scheme: str, full: bool = True) -> list[Metric | dict[str, li
     ]
 
 
-@scorer(metrics=effect_metrics("five"))
+@scorer(metrics=[accuracy_all(), macro_f1_all(list(FIVE.labels)), valid_rate()])
 def effect_direction(scheme: str = "five") -> Scorer:
     """Grade the reply as the authors did (lenient parse beside it).
 
-    The metrics declared here are the five-class set; ``medevidence(labels="three")`` passes the
-    three-label set as the Task's ``metrics`` (Inspect's override), so a run's metrics always
-    follow the scheme in use.
+    The study's task replaces the metrics declared here with its spec's set for the scheme in
+    use (:func:`effect_metrics` through :meth:`~med_evals.study.Study.make_scorer`).
     """
     if scheme not in LABEL_SETS:
         raise ValueError(f"scheme must be one of {', '.join(LABEL_SETS)}, got {scheme!r}")

@@ -34,9 +34,12 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.classification import (
+    accuracy_valid,
     binary_estimates,
     binary_summary,
+    macro_f1_valid,
     per_condition,
+    valid_rate,
     valid_rate_of,
 )
 from med_evals.scorers.headline import headline
@@ -51,6 +54,7 @@ from med_evals.scorers.oncology_flips import flip_rates
 from med_evals.scorers.score_table import rows_of
 from med_evals.scorers.values import OutcomeValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
+from med_evals.study import Study
 
 
 def outcome_value(
@@ -207,14 +211,19 @@ def lenient_parse() -> Metric:
 
 
 def outcome_metrics(
-    flip_pairs: Sequence[str] | None = None, full: bool = True
+    study: Study,
+    full: bool = True,
+    label_set: str | None = None,
+    flip_pairs: Sequence[str] | None = None,
 ) -> list[Metric | dict[str, list[Metric]]]:
-    """The metric set of the oncology tasks (``full=False``: the headline and flip rates)."""
+    """The metric set of the oncology tasks: ``study``'s headline first, then (``full``) the
+    intervals, counts, confusion cells and lenient parse, then the flip rates of ``flip_pairs``
+    (default :data:`~med_evals.scorers.oncology_flips.DEFAULT_FLIP_PAIRS`)."""
     pairs = list(flip_pairs) if flip_pairs else None
     if not full:
-        return [headline("oncology_rct"), flip_rates(pairs, detail=False)]
+        return [headline(study), flip_rates(pairs, detail=False)]
     return [
-        headline("oncology_rct"),
+        headline(study),
         f1_positive_valid(),
         sensitivity_valid(),
         specificity_valid(),
@@ -226,9 +235,12 @@ def outcome_metrics(
     ]
 
 
-@scorer(metrics=outcome_metrics())
+@scorer(metrics=[macro_f1_valid(list(TRIAL_OUTCOME.labels)), accuracy_valid(), valid_rate()])
 def trial_outcome() -> Scorer:
-    """Score a POSITIVE / NEGATIVE reply with the study's strict rule (lenient beside it)."""
+    """Score a POSITIVE / NEGATIVE reply with the study's strict rule (lenient beside it).
+
+    The study's task replaces the metrics declared here with its spec's set
+    (:func:`outcome_metrics` through :meth:`~med_evals.study.Study.make_scorer`)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         error = state.metadata.get(GENERATE_ERROR) or state.output.error

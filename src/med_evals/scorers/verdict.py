@@ -23,13 +23,20 @@ a label. No reply (``None``, empty) is ``ERROR``; a reply with no label is ``INV
 from __future__ import annotations
 
 import re
-from typing import cast
+from collections.abc import Mapping, Sequence
+from typing import Any, cast
 
 from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.reference import REFERENCE, reference_fields
-from med_evals.scorers.classification import accuracy_valid, macro_f1_valid
+from med_evals.scorers.classification import (
+    accuracy_all,
+    accuracy_valid,
+    macro_f1_all,
+    macro_f1_valid,
+    valid_rate,
+)
 from med_evals.scorers.generation import (
     NO_SCORES,
     bertscore_f1_mean,
@@ -41,6 +48,7 @@ from med_evals.scorers.generation import (
 )
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
+from med_evals.scorers.score_table import mean_present, rows_of
 from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.scorers.verdict_metrics import (
     accuracy_by_category,
@@ -51,6 +59,7 @@ from med_evals.scorers.verdict_metrics import (
     predicted_label_counts,
 )
 from med_evals.solvers.generate import GENERATE_ERROR
+from med_evals.study import Study
 
 SUPPORTED = "SUPPORTED"
 REFUTED = "REFUTED"
@@ -151,14 +160,33 @@ def target_label(target: Target | str) -> str:
     return label
 
 
-def verdict_metrics(full: bool = True) -> list[Metric]:
-    """The verdict scorer's metrics (``full=False``: the headline and the generation means,
-    Table 2's numbers)."""
-    # MedREQAL and HealthFC share one headline definition (studies.py; a test checks it)
+def verdict_value(
+    reply: str | None, target: Target | str, record: Mapping[str, Any]
+) -> VerdictValue:
+    """The label part of a reply's score value: its parse, the gold label, whether it is valid,
+    and the sample's ``category`` and ``strength`` where its reference record has them."""
+    prediction = parse_verdict(reply)
+    value: VerdictValue = {
+        "prediction": prediction,
+        "target": target_label(target),
+        "valid": VERDICT.is_label(prediction),
+    }
+    for key in ("category", "strength"):
+        if record.get(key):
+            value[key] = str(record[key])
+    return value
+
+
+def verdict_metrics(
+    study: Study, full: bool = True, label_set: str | None = None
+) -> list[Metric | dict[str, list[Metric]]]:
+    """The verdict scorer's metrics: ``study``'s headline and the generation means (Table 2's
+    numbers), then (``full``) the numbers over valid replies, counts, confusion cells, strata,
+    generation counts and evidence mentions."""
     if not full:
-        return [headline("medreqal"), rouge_l_mean(), bertscore_f1_mean()]
+        return [headline(study), rouge_l_mean(), bertscore_f1_mean()]
     return [
-        headline("medreqal"),
+        headline(study),
         accuracy_valid(),
         macro_f1_valid([SUPPORTED, REFUTED, NEI]),
         predicted_label_counts(),
@@ -174,7 +202,15 @@ def verdict_metrics(full: bool = True) -> list[Metric]:
     ]
 
 
-@scorer(metrics=verdict_metrics())
+def generation_means(values: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The ROUGE-L and BERTScore means of ``values`` under their logged names (the metrics
+    :func:`~med_evals.scorers.generation.rouge_l_mean` and ``bertscore_f1_mean``: the same
+    function, :func:`~med_evals.scorers.score_table.mean_present`)."""
+    rows = rows_of(values)
+    return {f"{key}_mean": mean_present(rows, key) for key in ("rouge_l", "bertscore_f1")}
+
+
+@scorer(metrics=[accuracy_all(), macro_f1_all(list(VERDICT.labels)), valid_rate()])
 def verdict(
     reference_key: str | None = None,
     bertscore_model: str | None = None,
@@ -227,16 +263,10 @@ def verdict(
         reply = state.output.completion if state.output and state.output.choices else None
         if state.metadata.get(GENERATE_ERROR):
             reply = None
-        prediction = parse_verdict(reply)
-        value: VerdictValue = {
-            "prediction": prediction,
-            "target": target_label(target),
-            "valid": VERDICT.is_label(prediction),
-        }
-        record = reference_fields(state.metadata, reference_key or REFERENCE)
-        for key in ("category", "strength"):
-            if record.get(key):
-                value[key] = str(record[key])
+        value = verdict_value(
+            reply, target, reference_fields(state.metadata, reference_key or REFERENCE)
+        )
+        prediction = value["prediction"]
         # constant settings (parser, encoder) are in the task's metadata, not on every sample
         metadata = None
         if text_score is not None and prediction == ERROR:

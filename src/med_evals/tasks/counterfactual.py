@@ -39,10 +39,13 @@ from med_evals.scorers.labels import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.studies import TOOL_VERSIONS
 from med_evals.tasks.counterfactual_export import accepted_dois
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
 from med_evals.tasks.run_checks import before_run
+
+#: Versions of the tasks that build data rather than measure a model (no study spec).
+BUILD_VERSION = "2.0.0"
+JUDGES_VERSION = "1.1.0"
 
 BUILD_SYSTEM = (
     "You edit abstracts of randomized controlled oncology trials to create counterfactual "
@@ -159,7 +162,7 @@ def counterfactual_build(
         scorer=rewrite_check(max_background_change, max_outcome_change, max_title_change),
         epochs=Epochs(1, first_accepted()),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
-        version=TOOL_VERSIONS["counterfactual_build"],
+        version=BUILD_VERSION,
         metadata={
             "input": provenance,
             "resume": resume,
@@ -238,6 +241,6 @@ def counterfactual_judges(
         solver=[],
         scorer=judge_scorer,
         epochs=Epochs(1, majority_label()),
-        version=TOOL_VERSIONS["counterfactual_judges"],
+        version=JUDGES_VERSION,
         metadata={"input": provenance, "judge": judge, "seed": seed, "attempts": attempts},
     )

@@ -19,7 +19,7 @@ import pandas as pd
 from inspect_ai.log import read_eval_log
 
 from med_evals.data import DatasetError, read_csv_checked
-from med_evals.logs import expand_log_paths
+from med_evals.log_files import expand_log_paths
 
 BUILD_TASK = "counterfactual_build"
 SCORER = "rewrite_check"

@@ -25,15 +25,17 @@ from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.verdict import LABEL_CODES
 from med_evals.solvers.verdict import check_variant
-from med_evals.studies import HEALTHFC
-from med_evals.tasks.medreqal import check_counts, verdict_params, verdict_task
+from med_evals.tasks.verdict import (
+    check_counts,
+    count_summary,
+    verdict_params,
+    verdict_study,
+    verdict_task,
+)
 
 DATASET = "healthfc"
 FILE = "Datensatz.csv"
 REQUIRED_COLUMNS = ("en_claim", "en_explanation", "en_top_sentences", "label")
-#: The dataset's counts: 750 claims, 202 SUPPORTED, 423 NEI, 125 REFUTED.
-EXPECTED_ROWS = HEALTHFC.expected_rows
-EXPECTED_LABELS = HEALTHFC.expected_labels
 
 
 def read_healthfc(path: Path) -> pd.DataFrame:
@@ -127,11 +129,11 @@ def healthfc(
     check_variant(prompt)
     path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_healthfc(path)
-    count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
+    count_problem = check_counts(path, list(df["gold"]), SPEC)
     rows = enumerate(df.to_dict("records"))
     samples = [record_to_sample(row, i, evidence) for i, row in rows]
     return verdict_task(
-        DATASET,
+        SPEC,
         samples,
         path,
         prompt=prompt,
@@ -146,8 +148,21 @@ def healthfc(
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,
-            "count_check": count_problem or "matches the dataset (750 rows; 202/423/125)",
+            "count_check": count_problem or count_summary(SPEC),
             "evidence_in_prompt": evidence,
             "generation_reference": "en_explanation",
         },
     )
+
+
+SPEC = verdict_study(
+    task="healthfc",
+    title="HealthFC (Vladika et al. 2024)",
+    version="2.0.0",
+    fingerprint_recorded="61822ba981f1c48d",
+    subset_source=subset_source,
+    datasets=(DATASET,),
+    # the dataset's counts
+    expected_rows=750,
+    expected_labels={"SUPPORTED": 202, "REFUTED": 125, "NOT ENOUGH INFORMATION": 423},
+)

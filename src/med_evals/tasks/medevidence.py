@@ -26,6 +26,7 @@ from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
 from med_evals.data import DatasetError, fetch, read_csv_checked
 from med_evals.params import Choice, Directory, ParamError, Text, check_params
+from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medevidence import (
     DISPLAY,
     FIVE,
@@ -33,12 +34,14 @@ from med_evals.scorers.medevidence import (
     SCHEME_SOURCE,
     effect_direction,
     effect_metrics,
+    effect_value,
     gold_label,
+    parse_effect,
 )
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.studies import MEDEVIDENCE, METRIC_SETS
+from med_evals.study import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
 from med_evals.subsets import load_subset, select
 from med_evals.tasks.run_checks import before_run
 
@@ -47,6 +50,8 @@ FILE_250 = "manual_250-abstract.jsonl"
 FILE_284 = "manual_284-data_spreadsheet.csv"
 CONDITIONS = ("closed_book", "evidence")
 QUALITIES = {"high", "moderate", "low", "very low", ""}
+#: The authors' generation settings: temperature 0, at most 4,096 output tokens.
+AUTHORS_CONFIG = GenerateConfig(temperature=0.0, max_tokens=4096)
 
 #: What a run's numbers are, against the paper (the log's metadata ``fidelity``, per condition).
 FIDELITY = {
@@ -272,12 +277,13 @@ def medevidence(
     return Task(
         dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
         solver=generate_or_record_error(),
-        scorer=effect_direction(labels),
-        metrics=effect_metrics(labels, full=metrics == "full"),
-        config=GenerateConfig(temperature=0.0, max_tokens=4096),
+        scorer=SPEC.scorer(labels),
+        # Task-level metrics: kept with the log, so `inspect score` re-scores with the same set
+        metrics=SPEC.metric_set(full=metrics == "full", task_args={"labels": labels}),
+        config=AUTHORS_CONFIG,
         epochs=Epochs(1, majority_label()),
-        version=MEDEVIDENCE.version,
-        headline_metric=MEDEVIDENCE.scorer,  # viewer: the study's headline first
+        version=SPEC.version,
+        headline_metric=SPEC.scorer_name,  # viewer: the study's headline first
         metadata={
             "study": "Polzak et al. 2026 (MedEvidence)",
             "conditions": conds,
@@ -294,3 +300,69 @@ def medevidence(
             "data": file.provenance(),
         },
     )
+
+
+# --- the study ---------------------------------------------------------------------------------
+
+#: A made-up question (not the dataset's) on which the spec's behaviour is fingerprinted.
+_PROBE_QUESTION: dict[str, Any] = {
+    "id": "00000000-q1",
+    "review": "00000000",
+    "question": "Is drug A compared to placebo associated with higher survival?",
+    "answer": "uncertain effect",
+    "evidence_quality": "low",
+    "sources": [
+        {"article_id": 1, "title": "Trial one", "date": "2001", "content": "No difference."},
+        {"article_id": 2, "title": "", "date": "", "content": ""},
+    ],
+}
+
+
+def _probe_inputs() -> list[str]:
+    """The probe question's messages and target under every condition and label scheme."""
+    out = [repr(AUTHORS_CONFIG)]
+    for scheme in LABEL_SETS:
+        for condition in CONDITIONS:
+            s = record_to_sample(_PROBE_QUESTION, condition, scheme)
+            messages = s.input if isinstance(s.input, list) else []
+            out.append(f"{s.id}|{s.target}|" + "|".join(f"{m.role}: {m.text}" for m in messages))
+    return out
+
+
+def _probe_values(label_set: str | None = None) -> list[dict[str, Any]]:
+    """Score values of the probe replies under a label scheme, over both conditions."""
+    scheme = label_set or "five"
+    answers = list(FIVE.labels)
+    return [
+        effect_value(reply, gold_label(answers[i % len(answers)], scheme), scheme,
+                     CONDITIONS[i % 2], ("high", "low", "not rated")[i % 3])
+        for i, reply in enumerate(PROBE_REPLIES * 2)
+    ]
+
+
+SPEC = Study(
+    task="medevidence",
+    title="MedEvidence (Polzak et al. 2026)",
+    version="2.1.0",
+    fingerprint_recorded="14c44883b2a88f17",
+    scorer=effect_direction,
+    metrics=effect_metrics,
+    label_sets=LABEL_SETS,
+    label_arg="labels",
+    parser=parse_effect,
+    headline=(
+        Headline("accuracy_all", "Accuracy", "all questions (invalid = wrong)"),
+        # the authors' notebook computes accuracy, the parsable share and the confusion matrix
+        Headline(
+            "macro_f1_all", "Macro-F1", "all questions (invalid = miss)", "ours",
+            "ours: the authors' code computes accuracy, not macro-F1",
+        ),
+        VALID_RATE,
+    ),
+    compute=label_headline,
+    probe=Probe(prompts=_probe_inputs, replies=PROBE_REPLIES, values=_probe_values),
+    conditions=CONDITIONS,
+    subset_source=subset_source,
+    datasets=(DATASET,),
+    expected_rows=250,
+)

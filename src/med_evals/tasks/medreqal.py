@@ -9,82 +9,32 @@ the replies' mentions of Cochrane, reviews and meta-analyses are counted (Table 
 
 from __future__ import annotations
 
-import warnings
-from collections import Counter
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from inspect_ai import Epochs, Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import GenerateConfig
-from inspect_ai.scorer import Scorer
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
 
-from med_evals._compat import with_metrics
 from med_evals.builders.hf import SOURCES, medreqal_file, published_after_rows
 from med_evals.data import fetch, read_csv_checked, row_error
-from med_evals.params import (
-    Check,
-    Choice,
-    Directory,
-    File,
-    Flag,
-    Integer,
-    IsoDate,
-    Text,
-    check_params,
-)
-from med_evals.reference import REFERENCE, reference_record, reference_text
+from med_evals.params import Choice, IsoDate, check_params
+from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
-from med_evals.scorers.judges import conclusion_agreement
-from med_evals.scorers.reducers import majority_label
-from med_evals.scorers.verdict import (
-    LABEL_CODES,
-    normalise_label,
-    verdict,
-    verdict_metrics,
+from med_evals.scorers.verdict import LABEL_CODES, normalise_label
+from med_evals.solvers.verdict import check_variant
+from med_evals.tasks.verdict import (
+    check_counts,
+    count_summary,
+    verdict_params,
+    verdict_study,
+    verdict_task,
 )
-from med_evals.solvers.generate import generate_or_record_error
-from med_evals.solvers.verdict import PAPER_MODELS, check_variant, prompted_samples
-from med_evals.studies import MEDREQAL, METRIC_SETS, spec
-from med_evals.subsets import load_subset, select
-from med_evals.tasks.run_checks import before_run
 
 DATASET = "medreqal"
 FILE = "MedREQAL.csv"
 REQUIRED_COLUMNS = ("background", "objective", "conclusion", "question", "verdict", "label")
 OPTIONAL_COLUMNS = ("strength", "category")
-#: The paper's counts (Section 3): 2,786 questions, 543 SUPPORTED, 186 REFUTED, 2,057 NEI.
-EXPECTED_ROWS = MEDREQAL.expected_rows
-EXPECTED_LABELS = MEDREQAL.expected_labels
-#: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
-PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
-
-
-def check_counts(
-    path: Path, labels: pd.Series, expected_rows: int | None, expected: Mapping[str, int]
-) -> str | None:
-    """Compare row and label counts with the published ones.
-
-    Returns None when they match, else a message naming every difference (also issued as a
-    warning, so it shows in the console and the log).
-    """
-    counts = Counter(labels)
-    problems = []
-    if len(labels) != expected_rows:
-        problems.append(f"{len(labels)} rows, not {expected_rows}")
-    for label, n in expected.items():
-        if counts.get(label, 0) != n:
-            problems.append(f"{counts.get(label, 0)} {label}, not {n}")
-    if not problems:
-        return None
-    message = (
-        f"{path}: counts differ from the published dataset: {'; '.join(problems)}. "
-        "Results are not comparable with the paper's."
-    )
-    warnings.warn(message, stacklevel=2)
-    return message
 
 
 def read_medreqal(path: Path) -> pd.DataFrame:
@@ -134,30 +84,6 @@ def record_to_sample(row: dict[str, Any], index: int) -> Sample:
     )
 
 
-def scorers(
-    generation_scoring: bool,
-    bertscore: BertScoreConfig,
-    use_bertscore: bool = True,
-    judge: bool = False,
-    metrics: str = "full",
-) -> list[Scorer]:
-    """The verdict scorer (label; ROUGE-L/BERTScore against the sample's reference record
-    unless ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set, then
-    optionally the LLM judge of agreement with the reference (``--model-role grader=...``)."""
-    label_scorer = verdict(
-        reference_key=REFERENCE if generation_scoring else None,
-        bertscore_model=bertscore.model,
-        bertscore_layers=bertscore.num_layers,
-        bertscore_rescale=bertscore.rescale_with_baseline,
-        bertscore_batch_size=bertscore.batch_size,
-        bertscore=use_bertscore,
-    )
-    out = [with_metrics(label_scorer, verdict_metrics(full=metrics == "full"))]
-    if judge:
-        out.append(conclusion_agreement(reference_field=REFERENCE))
-    return out
-
-
 def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dict[str, str]]:
     """(revision, stratum = gold label and category, identifying text = question)."""
     file = fetch(DATASET, FILE, data_dir)
@@ -169,16 +95,6 @@ def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dic
         dict(zip(ids, strata, strict=True)),
         dict(zip(ids, df["question"], strict=True)),
     )
-
-
-def apply_subset(task: str, samples: list[Sample], subset: str | None) -> list[Sample]:
-    """Keep a stored subset's samples (ids are 1-based row numbers), checking each question."""
-    if not subset:
-        return samples
-    by_id = {str(s.id).rsplit("-", 1)[-1]: s for s in samples}
-    texts = {k: str(s.input) for k, s in by_id.items()}  # the question
-    keep = select(by_id, load_subset(task, subset), texts)
-    return [by_id[k] for k in keep]
 
 
 @task
@@ -252,10 +168,10 @@ def medreqal(
     df = read_medreqal(path)
     if published_after:
         df = published_after_rows(df, published_after, path)
-    count_problem = check_counts(path, df["gold"], EXPECTED_ROWS, EXPECTED_LABELS)
+    count_problem = check_counts(path, list(df["gold"]), SPEC)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
     return verdict_task(
-        DATASET,
+        SPEC,
         samples,
         path,
         prompt=prompt,
@@ -269,78 +185,22 @@ def medreqal(
         metadata={
             "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
             "data": provenance,
-            "count_check": count_problem or "matches the paper (2,786 rows; 543/186/2,057)",
+            "count_check": count_problem or count_summary(SPEC),
             "generation_reference": "conclusion",
             "published_after": published_after,
         },
     )
 
 
-def verdict_params() -> dict[str, Check]:
-    """The checks of the parameters MedREQAL and HealthFC share (see :mod:`med_evals.params`)."""
-    return {
-        "prompt": Choice(values=tuple(PAPER_MODELS)),
-        "data_dir": Directory(),
-        "data_file": File(),
-        "generation_scoring": Flag(),
-        "bertscore_model": Text(),
-        "bertscore_layers": Integer(optional=True, minimum=1),
-        "bertscore_rescale": Flag(),
-        "bertscore": Flag(),
-        "judge": Flag(),
-        "subset": Text(),
-        "epochs": Integer(minimum=1),
-        "metrics": Choice(values=METRIC_SETS),
-    }
-
-
-def verdict_task(
-    dataset: str,
-    samples: list[Sample],
-    path: Path,
-    *,
-    prompt: str,
-    evidence: bool = False,
-    generation_scoring: bool,
-    bert_cfg: BertScoreConfig,
-    bertscore: bool,
-    judge: bool,
-    subset: str | None,
-    epochs: int,
-    metrics: str = "headline",
-    metadata: dict[str, Any],
-) -> Task:
-    """The Task of MedREQAL and HealthFC: one prompt variant, the verdict scorers, the paper's
-    generation settings, and what produced the run in the log's metadata.
-
-    Each sample's input is the prompt variant's Table 7 messages for its question (rendered
-    here, once: docs/performance.md), and the solver is one generation.
-    """
-    samples = apply_subset(dataset, samples, subset)
-    prompted = prompted_samples(samples, prompt, evidence=evidence, keep_question=judge)
-    before_run(dataset, prompted)
-    return Task(
-        dataset=MemoryDataset(prompted, name=dataset, location=str(path)),
-        solver=generate_or_record_error(),
-        scorer=scorers(generation_scoring, bert_cfg, bertscore, judge, metrics),
-        config=PAPER_CONFIG,
-        epochs=Epochs(epochs, majority_label()),
-        version=spec(dataset).version,
-        headline_metric=spec(dataset).scorer,  # viewer: the study's headline first
-        metadata={
-            **metadata,
-            "prompt": prompt,
-            "prompt_models_in_paper": PAPER_MODELS[prompt],
-            "label_parser": "parse_verdict",
-            "samples_without_reference": [
-                s.id for s in samples if not reference_text(s.metadata).strip()
-            ],
-            **(
-                bert_cfg.describe()
-                if generation_scoring and bertscore
-                else {"generation_scoring": generation_scoring, "bertscore": False}
-            ),
-            "judge": "conclusion_agreement (grader role)" if judge else None,
-            "subset": subset,
-        },
-    )
+SPEC = verdict_study(
+    task="medreqal",
+    title="MedREQAL (Vladika et al. 2024)",
+    version="2.0.0",
+    fingerprint_recorded="b4406143d14b4f3f",
+    subset_source=subset_source,
+    datasets=(DATASET,),
+    # the paper's counts (Section 3)
+    expected_rows=2786,
+    expected_labels={"SUPPORTED": 543, "REFUTED": 186, "NOT ENOUGH INFORMATION": 2057},
+    reference_tables=("medreqal-table2-published.csv", "medreqal-table3-published.csv"),
+)

@@ -55,6 +55,9 @@ CONDITIONS: dict[str, Condition] = {
     )
 }
 
+#: The conditions whose text is counterfactual, scored against the inverted label.
+COUNTERFACTUAL = frozenset(name for name, c in CONDITIONS.items() if c.counterfactual)
+
 GROUPS: dict[str, tuple[str, ...]] = {
     "study": ("title_abstract", "title_only", "doi_only", "counterfactual", "counterfactual_doi"),
     "appendix": ("abstract_only", "title_doi", "counterfactual_title_only"),

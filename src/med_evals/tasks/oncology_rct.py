@@ -31,13 +31,18 @@ from med_evals.params import (
     Text,
     check_params,
 )
-from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome
+from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome, parse_outcome_strict
 from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS
-from med_evals.scorers.oncology_rct import outcome_metrics, trial_outcome
+from med_evals.scorers.oncology_rct import (
+    headline_numbers,
+    outcome_metrics,
+    outcome_value,
+    trial_outcome,
+)
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.studies import METRIC_SETS, ONCOLOGY_RCT
+from med_evals.study import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
 from med_evals.subsets import load_subset, select
 from med_evals.tasks.oncology_conditions import (
     CONDITIONS,
@@ -356,12 +361,13 @@ def oncology_rct(
     return Task(
         dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
         solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
-        scorer=trial_outcome(),
-        metrics=outcome_metrics(pairs, full=metrics == "full"),
+        scorer=SPEC.scorer(),
+        # Task-level metrics: kept with the log, so `inspect score` re-scores with the same set
+        metrics=SPEC.metric_set(full=metrics == "full", flip_pairs=pairs),
         config=config,
         epochs=Epochs(1, majority_label()),
-        version=ONCOLOGY_RCT.version,
-        headline_metric=ONCOLOGY_RCT.scorer,  # viewer: the study's headline first
+        version=SPEC.version,
+        headline_metric=SPEC.scorer_name,  # viewer: the study's headline first
         metadata={
             "study": "Windisch et al. 2026 (oncology RCT evidence use)",
             "conditions": names,
@@ -385,3 +391,74 @@ def oncology_rct(
 
 def _bad_option(name: str, value: object, allowed: Sequence[str]) -> Callable[[], Solver]:
     raise ValueError(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+# --- the study ---------------------------------------------------------------------------------
+
+#: Two made-up trials (not the study's data) on which the spec's behaviour is fingerprinted.
+_PROBE_TRIALS = pd.DataFrame(
+    {
+        "doi": ["10.1200/JCO.2020.01.001", "10.1016/S1470-2045(21)00002-2"],
+        "journal": ["J Clin Oncol", "Lancet Oncol"],
+        "date": ["2020-01-15", "2021-06-30"],
+        "title": ["Drug A versus placebo in stage III disease.", "Drug B after surgery"],
+        "abstract": ["Background. Methods. Results: met. Conclusion.", "Results: not met."],
+        "abstract_introduction": ["Background.", "Intro."],
+        "abstract_methods": ["Methods.", "Randomised 1:1."],
+        "abstract_results": ["Results: met.", "Results: not met."],
+        "abstract_conclusions": ["Conclusion.", "No benefit."],
+        "Annotation_accept": ["POSITIVE", "NEGATIVE"],
+        "counterfactual_title": ["Drug A versus placebo in stage III disease", "Drug B fails"],
+        "counterfactual_abstract": ["Results: not met.", "Results: met."],
+        "target_label": ["NEGATIVE", "POSITIVE"],
+        "sections_modified": ["results", "title;results"],
+    }
+)
+
+
+def _probe_inputs() -> list[str]:
+    """Every condition's input for the probe trials (both title_only_trials rules), with its
+    target, the system prompt and the generation settings sent to each kind of provider."""
+    out = [prompts.ONCOLOGY_SYSTEM_PROMPT]
+    out += [repr(study_generate_config(m)) for m in ("openai/x", "anthropic/x", None)]
+    for rule in TITLE_ONLY_TRIALS:
+        for s in build_samples(_PROBE_TRIALS, list(CONDITIONS), title_only_trials=rule):
+            out.append(f"{s.id}|{s.target}|{s.input}")
+    return out
+
+
+def _probe_values(label_set: str | None = None) -> list[dict[str, Any]]:
+    """Score values of the probe replies, paired across conditions for the flip rates."""
+    replies = PROBE_REPLIES
+    values = []
+    for trial in range(len(replies)):
+        for k, cond in enumerate(("title_abstract", "counterfactual", "counterfactual_doi")):
+            target = TRIAL_OUTCOME.labels[(trial + k) % 2]
+            values.append(dict(outcome_value(replies[(trial * 3 + k) % len(replies)], target,
+                                             cond, trial)))
+    return values
+
+
+SPEC = Study(
+    task="oncology_rct",
+    title="Oncology RCT evidence use (Windisch et al. 2026)",
+    version="2.1.0",
+    fingerprint_recorded="3940899b7d1927f5",
+    scorer=trial_outcome,
+    metrics=outcome_metrics,
+    label_sets={"two": TRIAL_OUTCOME},
+    parser=parse_outcome_strict,
+    # the paper summarises performance "using F1-score (and accuracy)", F1 over valid replies
+    headline=(
+        Headline("macro_f1_valid", "Macro-F1", "valid predictions"),
+        Headline("accuracy_valid", "Accuracy", "valid predictions"),
+        VALID_RATE,
+    ),
+    compute=headline_numbers,
+    probe=Probe(prompts=_probe_inputs, replies=PROBE_REPLIES, values=_probe_values),
+    conditions=tuple(CONDITIONS),
+    subset_source=subset_source,
+    datasets=(DATASET,),
+    expected_rows=250,
+    reference_tables=("oncology-table1-published.csv",),
+)

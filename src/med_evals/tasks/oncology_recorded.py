@@ -35,6 +35,7 @@ import pandas as pd
 from med_evals.data import DatasetError, read_csv_checked, row_error
 from med_evals.scorers.labels import ERROR, TRIAL_OUTCOME, invert_outcome
 from med_evals.scorers.oncology_rct import outcome_value, summarize_condition
+from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
 
 #: Condition names used by the study groups' scripts, mapped to this package's.
 CONDITION_ALIASES = {
@@ -46,7 +47,6 @@ _WIDE = re.compile(
     r"^(?P<model>.+?)_(?P<condition>methods_results_conclusion|methods_conclusion|conclusion"
     r"|title_abstract|title_only|doi_only|counterfactual_with_doi|counterfactual)_response_raw$"
 )
-_COUNTERFACTUAL = {"counterfactual", "counterfactual_doi", "counterfactual_title_only"}
 
 
 def _condition(name: str) -> str:
@@ -124,7 +124,7 @@ def read_recorded(path: Path, trials: pd.DataFrame | None = None) -> pd.DataFram
                 f"(0-{len(truth) - 1})",
             )
         out["target"] = [
-            invert_outcome(truth[t]) if c in _COUNTERFACTUAL else truth[t]
+            invert_outcome(truth[t]) if c in COUNTERFACTUAL else truth[t]
             for t, c in zip(out["trial"], out["condition"], strict=True)
         ]
     else:
@@ -159,7 +159,7 @@ def _read_wide(path: Path, df: pd.DataFrame, wide_cols: list[str]) -> pd.DataFra
         assert m is not None  # wide_cols are the columns _WIDE matches
         cond = _condition(m["condition"])
         for trial, (truth, reply) in enumerate(zip(df["Annotation_accept"], df[col], strict=True)):
-            target = invert_outcome(truth) if cond in _COUNTERFACTUAL else truth
+            target = invert_outcome(truth) if cond in COUNTERFACTUAL else truth
             rows.append((m["model"], cond, trial, reply, target, None))
     return pd.DataFrame(
         rows, columns=["model", "condition", "trial", "reply", "target", "error"]
@@ -199,38 +199,3 @@ def check_out_file(out: str | Path | None, flag: str = "--out") -> None:
         raise CommandError(f"{flag} {path} is a folder, not a file to write", USAGE)
     if not path.parent.is_dir():
         raise CommandError(f"{flag} {path}: the folder {path.parent} does not exist", USAGE)
-
-
-def _ci(value: float, interval: tuple[float, float]) -> str:
-    from med_evals.report.document import fmt_ci
-
-    return fmt_ci(value, interval)
-
-
-def table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """The study's Table 1 layout (Wald intervals), with Wilson intervals and counts beside."""
-    rows = []
-    for r in results:
-        s = r["strict"]
-        rows.append(
-            {
-                "Condition": r["condition"],
-                "Model": r["model"],
-                "Valid predictions (%)": f"{100 * r['valid_rate']:.1f}",
-                "Accuracy (95% CI)": _ci(s["accuracy"], s["accuracy_wald"]),
-                "Sensitivity (95% CI)": _ci(s["sensitivity"], s["sensitivity_wald"]),
-                "Specificity (95% CI)": _ci(s["specificity"], s["specificity_wald"]),
-                "F1 Score (95% CI)": _ci(s["macro_f1"], s["macro_f1_wald"]),
-                "F1 POSITIVE": f"{s['f1_positive']:.3f}",
-                "Accuracy (Wilson 95% CI)": _ci(s["accuracy"], s["accuracy_wilson"]),
-                "F1 (Wilson 95% CI)": _ci(s["macro_f1"], s["macro_f1_wilson"]),
-                "n": r["n_total"],
-                "valid": r["n_valid"],
-                "invalid": r["n_invalid"],
-                "error": r["n_error"],
-                "exact case": r["n_exact_case"],
-                "accuracy (lenient)": f"{r['lenient']['accuracy']:.3f}",
-                "TP/FN/FP/TN": f"{s['tp']}/{s['fn']}/{s['fp']}/{s['tn']}",
-            }
-        )
-    return pd.DataFrame(rows)

@@ -28,10 +28,10 @@ import pandas as pd
 from med_evals.data import DatasetError
 from med_evals.exit_codes import USAGE, CommandError
 from med_evals.scorers.labels import invert_outcome
+from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
 from med_evals.tasks.oncology_recorded import read_recorded, scored_reply
 
 TASK = "oncology_rct"
-_COUNTERFACTUAL = {"counterfactual", "counterfactual_doi", "counterfactual_title_only"}
 
 
 def align_to_trials(table: Path, replies: pd.DataFrame, trials: pd.DataFrame) -> pd.DataFrame:
@@ -52,7 +52,7 @@ def align_to_trials(table: Path, replies: pd.DataFrame, trials: pd.DataFrame) ->
     out["trial"] = out["trial"].map(row_to_trial)
     truth = trials["Annotation_accept"].reset_index(drop=True)
     for r in out.itertuples():
-        want = invert_outcome(truth[r.trial]) if r.condition in _COUNTERFACTUAL else truth[r.trial]
+        want = invert_outcome(truth[r.trial]) if r.condition in COUNTERFACTUAL else truth[r.trial]
         if r.target != want:
             raise DatasetError(
                 f"{table}: trial {r.trial} ({r.condition}): ground truth {r.target!r} differs "

@@ -1,0 +1,157 @@
+"""The import graph runs one way, and nothing is imported by its name as a string.
+
+Layers, lowest first (a module imports only from its own layer or lower ones, at the top of the
+file or inside a function alike; imports only for type checking are not counted):
+
+0. base: ``_compat``, ``exit_codes``, ``stats``, ``reference``, ``batching``, ``params``,
+   ``data``, ``subsets``, ``log_files``, ``study`` (the :class:`Study` spec's shape)
+1. ``solvers/`` (the papers' prompts) and ``models/`` (providers)
+2. ``scorers/`` (parsers, scorers, metrics: handed a spec, never importing one)
+3. ``tasks/`` (each study's task and its ``SPEC``) and ``builders/``
+4. ``studies`` (the list of specs)
+5. ``logs`` (runs read back)
+6. ``regress``, ``report/``, ``compare``
+7. ``cli``, ``_registry``
+
+Within a layer, the folders' graph has no cycle (e.g. ``tasks/`` may use ``builders/``, never
+the reverse).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "med_evals"
+
+LAYERS: dict[str, int] = {
+    **dict.fromkeys(
+        ["__init__", "_compat", "exit_codes", "stats", "reference", "batching", "params",
+         "data", "subsets", "log_files", "study"],
+        0,
+    ),
+    "solvers": 1,
+    "models": 1,
+    "scorers": 2,
+    "tasks": 3,
+    "builders": 3,
+    "studies": 4,
+    "logs": 5,
+    "regress": 6,
+    "report": 6,
+    "compare": 6,
+    "cli": 7,
+    "_registry": 7,
+}
+
+
+def unit(module: str) -> str:
+    """``med_evals.scorers.verdict`` -> ``scorers``; ``med_evals.stats`` -> ``stats``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1] or ["med_evals"]
+    return ".".join(parts)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Line numbers of imports inside ``if TYPE_CHECKING:`` blocks."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                for sub in ast.walk(inner):
+                    if isinstance(sub, ast.Import | ast.ImportFrom):
+                        lines.add(sub.lineno)
+    return lines
+
+
+def imports() -> dict[str, set[str]]:
+    """module -> the med_evals modules it imports (anywhere in the file, but for typing)."""
+    out: dict[str, set[str]] = {}
+    for path in sorted(SRC.rglob("*.py")):
+        module = _module_name(path)
+        tree = ast.parse(path.read_text(), str(path))
+        skip = _type_checking_only(tree)
+        found: set[str] = set()
+        for node in ast.walk(tree):
+            if getattr(node, "lineno", None) in skip:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name.startswith("med_evals")}
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                if node.level:
+                    raise AssertionError(f"{module}: relative import of {node.module}")
+                if node.module.startswith("med_evals"):
+                    found.add(node.module)
+                    # "from med_evals.scorers import verdict" imports the module verdict
+                    found |= {f"{node.module}.{a.name}" for a in node.names
+                              if (SRC.parent / node.module.replace(".", "/") / a.name).is_dir()
+                              or (SRC.parent / node.module.replace(".", "/")
+                                  / f"{a.name}.py").is_file()}
+        out[module] = found
+    return out
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({unit(m) for m in imports()} - set(LAYERS))
+    assert not missing, f"add these to LAYERS (and to the docstring): {missing}"
+
+
+def test_no_upward_import():
+    upward = [
+        f"{m} (layer {LAYERS[unit(m)]}) imports {i} (layer {LAYERS[unit(i)]})"
+        for m, found in imports().items()
+        for i in sorted(found)
+        if LAYERS[unit(i)] > LAYERS[unit(m)]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+def test_no_cycle_between_folders():
+    edges: dict[str, set[str]] = defaultdict(set)
+    for m, found in imports().items():
+        for i in found:
+            if unit(i) != unit(m):
+                edges[unit(m)].add(unit(i))
+
+    def reaches(a: str, b: str, seen: set[str]) -> bool:
+        for nxt in edges[a]:
+            if nxt == b or (nxt not in seen and reaches(nxt, b, seen | {nxt})):
+                return True
+        return False
+
+    cycles = sorted(f"{a} <-> {b}" for a in list(edges) for b in edges[a] if reaches(b, a, {b}))
+    assert not cycles, cycles
+
+
+@pytest.mark.parametrize("needle", ["importlib.import_module", "__import__(", '":"'])
+def test_nothing_is_imported_by_a_string(needle):
+    """No ``importlib.import_module``/``__import__``, and no ``"module:NAME"`` references."""
+    hits = []
+    for path in SRC.rglob("*.py"):
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            if needle in line and (needle != '":"' or "med_evals." in line):
+                hits.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
+    assert not hits, hits
+
+
+def test_the_rules_catch_what_they_forbid(tmp_path, monkeypatch):
+    """The checks above fail on an upward import and on a loop between folders."""
+    fake = {"med_evals.scorers.x": {"med_evals.tasks.y"}, "med_evals.tasks.y": set()}
+    monkeypatch.setattr(f"{__name__}.imports", lambda: fake)
+    with pytest.raises(AssertionError, match="scorers.x .layer 2. imports med_evals.tasks.y"):
+        test_no_upward_import()
+    fake2 = {"med_evals.tasks.a": {"med_evals.builders.b"},
+             "med_evals.builders.b": {"med_evals.tasks.a"}}
+    monkeypatch.setattr(f"{__name__}.imports", lambda: fake2)
+    with pytest.raises(AssertionError, match="builders <-> tasks"):
+        test_no_cycle_between_folders()
