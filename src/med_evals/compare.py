@@ -175,7 +175,6 @@ def run_compare(
     except OSError as ex:
         raise CommandError(f"--log-dir {folder}: cannot create it ({ex.strerror})", USAGE) from None
     replays = _replays(recorded, condition, data_dir, folder / "replays")
-    task = oncology_rct(condition=condition, subset=subset, data_dir=data_dir)
     label_args = dict(args)
     if model.startswith("embedded/"):
         interval = PROGRESS_TTY if sys.stderr.isatty() else PROGRESS_PIPE
@@ -188,6 +187,9 @@ def run_compare(
     except PrerequisiteError as ex:  # e.g. the embedded model's weights are not installed
         raise CommandError(f"--model {model}: {ex.message}", USAGE) from None
     models += [get_model(f"replay/{path}") for path in replays.values()]
+    # built after the models, as `inspect eval` does: Inspect announces the hooks registered
+    # when the first model is made (a multi-line banner), and the task registers one
+    task = oncology_rct(condition=condition, subset=subset, data_dir=data_dir)
     bar = getattr(models[0].api, "progress", None) if model != NO_MODEL else None
     if model != NO_MODEL and hasattr(models[0].api, "preload"):
         models[0].api.preload()  # the embedded model loads while Inspect sets the runs up
