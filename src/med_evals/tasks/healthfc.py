@@ -23,9 +23,11 @@ from med_evals.data import fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
 from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
+from med_evals.scorers.classification import label_headline
 from med_evals.scorers.verdict import LABEL_CODES
 from med_evals.solvers.verdict import check_variant
 from med_evals.tasks.verdict import (
+    VERDICT_HEADLINE,
     check_counts,
     count_summary,
     verdict_params,
@@ -162,6 +164,8 @@ SPEC = verdict_study(
     fingerprint_recorded="61822ba981f1c48d",
     subset_source=subset_source,
     datasets=(DATASET,),
+    headline=VERDICT_HEADLINE,
+    compute=label_headline,
     # the dataset's counts
     expected_rows=750,
     expected_labels={"SUPPORTED": 202, "REFUTED": 125, "NOT ENOUGH INFORMATION": 423},

@@ -21,9 +21,11 @@ from med_evals.data import fetch, read_csv_checked, row_error
 from med_evals.params import Choice, IsoDate, check_params
 from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
+from med_evals.scorers.classification import label_headline
 from med_evals.scorers.verdict import LABEL_CODES, normalise_label
 from med_evals.solvers.verdict import check_variant
 from med_evals.tasks.verdict import (
+    VERDICT_HEADLINE,
     check_counts,
     count_summary,
     verdict_params,
@@ -199,6 +201,8 @@ SPEC = verdict_study(
     fingerprint_recorded="b4406143d14b4f3f",
     subset_source=subset_source,
     datasets=(DATASET,),
+    headline=VERDICT_HEADLINE,
+    compute=label_headline,
     # the paper's counts (Section 3)
     expected_rows=2786,
     expected_labels={"SUPPORTED": 543, "REFUTED": 186, "NOT ENOUGH INFORMATION": 2057},

@@ -23,7 +23,6 @@ from inspect_ai.scorer import Scorer
 from med_evals.params import Check, Choice, Directory, File, Flag, Integer, Text
 from med_evals.reference import REFERENCE, reference_record, reference_text
 from med_evals.scorers.bertscore import BertScoreConfig
-from med_evals.scorers.classification import label_headline
 from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
@@ -50,13 +49,13 @@ from med_evals.tasks.run_checks import before_run
 #: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
 PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
 
-#: The paper does not say over which samples; all samples is our reading.
+#: MedREQAL's and HealthFC's headline: accuracy and macro-F1 over all samples (the paper does
+#: not say over which samples; all samples is our reading), then the valid rate.
 _DENOMINATOR = "our choice of denominator"
-ACCURACY_ALL = Headline(
-    "accuracy_all", "Accuracy", "all samples (no label = wrong)", "ours", _DENOMINATOR
-)
-MACRO_F1_ALL = Headline(
-    "macro_f1_all", "Macro-F1", "all samples (no label = miss)", "ours", _DENOMINATOR
+VERDICT_HEADLINE = (
+    Headline("accuracy_all", "Accuracy", "all samples (no label = wrong)", "ours", _DENOMINATOR),
+    Headline("macro_f1_all", "Macro-F1", "all samples (no label = miss)", "ours", _DENOMINATOR),
+    VALID_RATE,
 )
 
 
@@ -242,10 +241,12 @@ def verdict_study(
     datasets: tuple[str, ...],
     expected_rows: int,
     expected_labels: Mapping[str, int],
+    headline: tuple[Headline, ...],
+    compute: Callable[[Sequence[Mapping[str, Any]], Sequence[str]], Mapping[str, float]],
     reference_tables: tuple[str, ...] = (),
 ) -> Study:
-    """A study with the verdict labels, parser, scorer, metrics and headline (accuracy and
-    macro-F1 over all samples, our reading, and the valid rate)."""
+    """A study with the verdict labels, parser, scorer, metrics, generation means and probe;
+    its headline and the function computing it are the study module's to state."""
     return Study(
         task=task,
         title=title,
@@ -255,8 +256,8 @@ def verdict_study(
         metrics=verdict_metrics,
         label_sets={"verdict": VERDICT},
         parser=parse_verdict,
-        headline=(ACCURACY_ALL, MACRO_F1_ALL, VALID_RATE),
-        compute=label_headline,
+        headline=headline,
+        compute=compute,
         means=generation_means,
         probe=Probe(prompts=_probe_inputs, replies=PROBE_REPLIES, values=_probe_values),
         subset_source=subset_source,
