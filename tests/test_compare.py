@@ -174,3 +174,13 @@ def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
                 assert "ours, not a study's setting" in decoding
     assert (logs / "report" / "report.html").is_file()
     assert json.loads((logs / "replays" / "m1.jsonl").read_text().splitlines()[0])["model"] == "m1"
+
+
+def test_run_labels_name_the_model_args_given():
+    from med_evals.compare import model_label
+
+    assert model_label("embedded/smollm2-135m", {"choices": "POSITIVE,NEGATIVE"}) == (
+        "embedded/smollm2-135m, choices=POSITIVE,NEGATIVE"
+    )
+    # -M choices= is the model's own default (free replies): nothing to name
+    assert model_label("embedded/smollm2-135m", {"choices": ""}) == "embedded/smollm2-135m"

@@ -92,9 +92,9 @@ class Comparison:
 
 
 def model_label(model: str, args: dict[str, Any]) -> str:
-    """The run's model and every model arg it was given, e.g. ``embedded/smollm2-135m,
-    choices=POSITIVE,NEGATIVE``."""
-    extra = ", ".join(f"{k}={_text(v)}" for k, v in args.items())
+    """The run's model and every model arg it was given a value, e.g. ``embedded/smollm2-135m,
+    choices=POSITIVE,NEGATIVE`` (``-M choices=`` is the model's default: free replies)."""
+    extra = ", ".join(f"{k}={_text(v)}" for k, v in args.items() if v not in ("", None))
     return f"{model}, {extra}" if extra else model
 
 
