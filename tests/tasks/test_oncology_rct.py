@@ -129,7 +129,7 @@ def test_condition_groups_and_errors():
         *GROUPS["appendix"],
         *GROUPS["controls"],
     ]
-    assert len(resolve_conditions("all")) == 14
+    assert resolve_conditions("all") == list(CONDITIONS)
     with pytest.raises(ValueError, match="unknown condition 'title_abstrct'"):
         resolve_conditions("title_abstrct")
 
