@@ -1,6 +1,10 @@
 """What a user sees from `inspect eval` for bad input: one short message, a non-zero exit.
 
-Each case runs the real command in a subprocess (as a user would), outside the checkout.
+Each kind of failure runs the real command in a subprocess (as a user would), outside the
+checkout: a bad parameter, a bad data file, a missing dataset, a bad replay file (when the model
+is created and when the task is built), a failed run, a misspelt parameter, ``--limit 0``. The
+other messages of a kind already run so are checked in process (:func:`in_process_error`: the
+same ``-T`` parsing, task build and model, without a new interpreter's 5 s of imports).
 """
 
 import json
@@ -9,7 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai._cli.util import parse_cli_config
 from inspect_ai.log import list_eval_logs, read_eval_log
+
+from med_evals._compat import InputError
 
 from .oncology_support import FIXTURE_CSV
 
@@ -56,6 +65,26 @@ def short_error(tmp: Path, *args: str, env: dict | None = None) -> str:
     return " ".join(lines)
 
 
+def in_process_error(tmp: Path, task: str, *task_args: str, model: str = "mockllm/model") -> str:
+    """The message ``inspect eval <task> -T <task_args> --model <model>`` stops with before any
+    sample runs, found in process: ``-T`` values parsed by Inspect's own CLI parser, the run
+    started by ``inspect_ai.eval``; returned as the command prints it (``med_evals: <message>``,
+    one line: ``_compat._print_uncaught_input_error``). No log is written."""
+    logs = tmp / "in-process-logs"
+    with pytest.raises(InputError) as err:
+        inspect_eval(
+            task,
+            task_args=parse_cli_config(task_args, None),
+            model=model,
+            display="none",
+            log_dir=str(logs),
+        )
+    message = str(err.value)
+    assert "\n" not in message and "Traceback" not in message, message
+    assert not list_eval_logs(str(logs))
+    return f"med_evals: {message}"
+
+
 ONCOLOGY = "med_evals/oncology_rct"
 
 
@@ -71,10 +100,14 @@ def test_bad_parameters_print_one_line(tmp_path):
         ),
         (["-T", f"trials_file={tmp_path}"], f"-T trials_file={tmp_path}: is a directory"),
     ]
-    for args, message in cases:
-        assert message in short_error(tmp_path, ONCOLOGY, *args)
-    assert "healthfc: -T evidence=maybe: must be true or false" in short_error(
-        tmp_path, "med_evals/healthfc", "-T", "evidence=maybe"
+    # the command line prints one of them (one line, exit 1); the same parameter checks give
+    # the others, found in process
+    [(args, message), *others] = cases
+    assert message in short_error(tmp_path, ONCOLOGY, *args)
+    for args, message in others:
+        assert message in in_process_error(tmp_path, ONCOLOGY, *args[1::2])
+    assert "healthfc: -T evidence=maybe: must be true or false" in in_process_error(
+        tmp_path, "med_evals/healthfc", "evidence=maybe"
     )
 
 
@@ -85,13 +118,12 @@ def test_a_header_only_file_is_named(tmp_path):
     assert msg == f"med_evals: {header_only}: no data rows (the file holds a header only)"
 
 
-def test_missing_medreqal_names_every_way_to_provide_it(tmp_path):
+def test_missing_medreqal_names_every_way_to_provide_it(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
-    for args, env, source in [
-        (["-T", "data_dir=data"], None, "from -T data_dir"),
-        ([], {"MED_EVALS_DATA_DIR": str(tmp_path / "data")}, "from MED_EVALS_DATA_DIR"),
-    ]:
-        msg = short_error(tmp_path, "med_evals/medreqal", *args, env=env)
+    from_cli = short_error(tmp_path, "med_evals/medreqal", "-T", "data_dir=data")
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path / "data"))
+    from_env = in_process_error(tmp_path, "med_evals/medreqal")  # the same check, in process
+    for msg, source in [(from_cli, "from -T data_dir"), (from_env, "from MED_EVALS_DATA_DIR")]:
         assert "file 'MedREQAL.csv' is not in the data directory" in msg and source in msg
         for way in ("MED_EVALS_DATA_DIR=<dir>", "-T data_dir=<dir>", "-T data_file=<file>"):
             assert way in msg
@@ -182,8 +214,16 @@ def test_limit_0_says_that_nothing_ran(tmp_path):
     assert [line for line in proc.stderr.splitlines() if "med_evals" in line] == [
         f"med_evals: oncology_rct: 0 samples (--limit 0): nothing was evaluated; log {log}"
     ]
-    proc = inspect_run(tmp_path, *args, "--limit", "1", "--display", "none", "--log-dir", "l1")
-    assert proc.returncode == 0 and "med_evals" not in proc.stderr + proc.stdout
+
+
+def test_a_run_of_some_samples_says_nothing_of_ours(tmp_path, capfd):
+    """The other side of ``--limit 0`` (in process: the same hook runs after every eval)."""
+    [log] = inspect_eval(
+        ONCOLOGY, task_args={"trials_file": str(FIXTURE_CSV)}, model="mockllm/model", limit=1,
+        display="none", log_dir=str(tmp_path / "l1"),
+    )  # fmt: skip
+    out, err = capfd.readouterr()
+    assert log.status == "success" and "med_evals" not in out + err
 
 
 def test_replay_files_that_cannot_serve_the_task(tmp_path):
@@ -206,10 +246,16 @@ def test_replay_files_that_cannot_serve_the_task(tmp_path):
         "it records ids such as 'closed_book-1-1', the run's are such as 'title_abstract-000' "
         "(sample ids: docs/models.md)",
     }
-    for path, message in expected.items():
+    # the command line prints one refused when the model is created and one refused when the
+    # task is built (one line on stderr, exit 1, no log); the others are found in process
+    for path in (latin, other):
         args = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", f"replay/{path}"]
-        assert stderr_line(tmp_path, *args, "--log-dir", "l") == message
+        assert stderr_line(tmp_path, *args, "--log-dir", "l") == expected[path]
     assert not list_eval_logs(str(tmp_path / "l"))
+    for path in (tmp_path / "empty.jsonl", ids):
+        assert in_process_error(
+            tmp_path, ONCOLOGY, f"trials_file={FIXTURE_CSV}", model=f"replay/{path}"
+        ) == expected[path]
 
 
 def test_a_one_trial_file_names_the_file(tmp_path):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
+from inspect_ai import eval_retry
 from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import get_model
 
@@ -88,24 +89,9 @@ def test_killed_run_resumes_with_each_sample_once(big_corpus):
         [killed] = list_eval_logs(str(logdir))
         partial = read_eval_log(killed.name)
         assert partial.status == "started" and 0 < len(partial.samples or []) < 60
-        retry = subprocess.run(
-            [
-                INSPECT,
-                "eval-retry",
-                killed.name,
-                "--log-dir",
-                str(logdir),
-                "--display",
-                "none",
-                "--max-connections",
-                "4",
-            ],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    assert retry.returncode == 0, retry.stderr[-2000:]
+        # the retry in process (`inspect eval-retry` itself: tests/test_gate_retry.py)
+        [retried] = eval_retry(killed.name, log_dir=str(logdir), display="none", max_connections=4)
+    assert retried.status == "success", retried.error
     final = [read_eval_log(i.name) for i in list_eval_logs(str(logdir))]
     done = [log for log in final if log.status == "success"]
     assert len(done) == 1
