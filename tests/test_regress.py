@@ -1,5 +1,6 @@
 import json
 import math
+import os
 import zipfile
 from pathlib import Path
 
@@ -16,48 +17,68 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from .conftest import replying
 from .oncology_support import big_fixture_csv, install_fixture
 
+#: each run's 'model' (a wrong reply every N calls; -1: no reply parses) and condition
+RUNS = {
+    "baseline": (10, "title_abstract"),
+    "same": (10, "title_abstract"),
+    "slightly": (9, "title_abstract"),
+    "worse": (3, "title_abstract"),
+    "other_setup": (10, "abstract_only"),
+    "invalid": (-1, "title_abstract"),  # no reply parses to a label
+}
+
+
+#: where install_fixture points the loader
+ENV = ("MED_EVALS_MANIFEST_DIR", "MED_EVALS_DATA_DIR")
+
+
+class _Runs(dict):
+    """Log folders of the runs in :data:`RUNS`, each run made when a test first asks for it
+    (a test reading two runs does not wait for six) and kept for the module."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__()
+        self.tmp = tmp
+        with pytest.MonkeyPatch.context() as mp:  # one dataset for every run
+            install_fixture(tmp, mp, csv=big_fixture_csv(tmp))
+            self.env = {k: os.environ[k] for k in ENV}
+
+    def __missing__(self, name: str) -> Path:
+        wrong_every, cond = RUNS[name]
+        with pytest.MonkeyPatch.context() as mp:
+            for k, v in self.env.items():
+                mp.setenv(k, v)
+            reply = (lambda text: "I cannot tell") if wrong_every < 0 else reader(wrong_every)
+            model = get_model("mockllm/reader", custom_outputs=replying(reply))
+            inspect_eval(
+                oncology_rct(condition=cond),
+                model=model,
+                display="none",
+                log_dir=str(self.tmp / name),
+                max_connections=1,
+            )
+        self[name] = self.tmp / name
+        return self[name]
+
+
+def reader(wrong_every: int):
+    count = {"n": 0}
+
+    def reply(text):
+        count["n"] += 1
+        right = "NEGATIVE" if "did not meet" in text else "POSITIVE"
+        if wrong_every and count["n"] % wrong_every == 0:
+            return "NEGATIVE" if right == "POSITIVE" else "POSITIVE"
+        return right
+
+    return reply
+
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A 120-trial corpus (the fixture's 6 trials repeated) and runs of four 'models'."""
-    mp = pytest.MonkeyPatch()
-    tmp = tmp_path_factory.mktemp("regress")
-    install_fixture(tmp, mp, csv=big_fixture_csv(tmp))
-
-    def reader(wrong_every: int):
-        count = {"n": 0}
-
-        def reply(text):
-            count["n"] += 1
-            right = "NEGATIVE" if "did not meet" in text else "POSITIVE"
-            if wrong_every and count["n"] % wrong_every == 0:
-                return "NEGATIVE" if right == "POSITIVE" else "POSITIVE"
-            return right
-
-        return reply
-
-    dirs = {}
-    for name, wrong_every, cond in [
-        ("baseline", 10, "title_abstract"),
-        ("same", 10, "title_abstract"),
-        ("slightly", 9, "title_abstract"),
-        ("worse", 3, "title_abstract"),
-        ("other_setup", 10, "abstract_only"),
-        ("invalid", -1, "title_abstract"),  # no reply parses to a label
-    ]:
-        d = tmp / name
-        reply = (lambda text: "I cannot tell") if wrong_every < 0 else reader(wrong_every)
-        model = get_model("mockllm/reader", custom_outputs=replying(reply))
-        inspect_eval(
-            oncology_rct(condition=cond),
-            model=model,
-            display="none",
-            log_dir=str(d),
-            max_connections=1,
-        )
-        dirs[name] = d
-    mp.undo()
-    return dirs
+    """A 120-trial corpus (the fixture's 6 trials repeated) and the runs of :data:`RUNS` on it
+    (four 'models', one in another setup), each made on first use."""
+    return _Runs(tmp_path_factory.mktemp("regress"))
 
 
 def test_same_and_noise_level_changes_pass(runs, tmp_path):
