@@ -159,6 +159,8 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "max_tokens": gen.max_tokens if gen else None,
         "epochs": log.eval.config.epochs,
         "created": log.eval.created,
+        # the provider's options (-M): e.g. the embedded model's decoding option
+        "model_args": dict(log.eval.model_args or {}),
     }
 
 

@@ -93,6 +93,7 @@ def expected(log_name: str, logs: dict[str, Path], condition: str, name: str) ->
 # seeds whose mixes cover: two models on oncology, counterfactual pairs, 2 epochs, both
 # MedEvidence schemes, HealthFC with and without evidence, and a merge of overlapping logs
 @pytest.mark.parametrize("seed", [306, 350])
+@pytest.mark.slow
 def test_random_mixes_complete_with_the_logs_numbers(seed, tmp_path, monkeypatch):
     rng = random.Random(seed)
     n_runs = rng.randint(4, 6)
@@ -121,6 +122,7 @@ def test_random_mixes_complete_with_the_logs_numbers(seed, tmp_path, monkeypatch
             assert same(value, expected(newest, logs, row.condition, name)), (row, name)
 
 
+@pytest.mark.slow
 def test_identifier_pull_with_runs_of_different_conditions(tmp_path, monkeypatch):
     """The README's job for one model plus a condition=study run for another (the crash)."""
     install_fixture(tmp_path / "data", monkeypatch)
@@ -200,3 +202,21 @@ def test_a_failed_build_leaves_no_half_written_report(tmp_path, monkeypatch):
         build_report([tmp_path / "r" / "logs"], tmp_path / "out", n_boot=10)
     assert not (tmp_path / "out").exists()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+def test_runs_that_differ_only_in_model_options_get_their_own_labels():
+    """An embedded run with -M choices=... and one without are two runs of one model: their
+    labels say so (they were merged into one group, the newer log's values winning)."""
+    from med_evals.logs import Run
+    from med_evals.report.runs import run_labels
+
+    def run(model_args):
+        return Run("x.eval", "oncology_rct", "embedded/smollm2-135m", {},
+                   {"task_args": {"condition": "title_abstract"}, "model_args": model_args})
+
+    free, chosen, again = run({}), run({"choices": "POSITIVE,NEGATIVE"}), run({})
+    labels = run_labels([free, chosen, again])
+    assert labels[id(chosen)] == "embedded/smollm2-135m, -M choices=POSITIVE,NEGATIVE"
+    assert labels[id(free)] == labels[id(again)] == "embedded/smollm2-135m, -M choices=—"
+    # the same options: no label added
+    assert run_labels([free, again])[id(free)] == "embedded/smollm2-135m"

@@ -97,11 +97,15 @@ def _arg_text(value: Any) -> str:
 
 
 def label_args(study: Study, run: Run) -> dict[str, str]:
-    """The task arguments that may distinguish this run from another of its study."""
+    """The task arguments and the model's options (``-M``) that may distinguish this run from
+    another of its study (an embedded run with ``-M choices=...`` and one without are two
+    runs, not one)."""
     skip = set(NON_SETUP_ARGS)  # the same per-sample values either way
     if study.conditions:  # conditions are a per-sample dimension, shown in their own column
         skip.add("condition")
-    return {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
+    args = {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
+    model_args = run.provenance.get("model_args") or {}
+    return {**args, **{f"-M {k}": _arg_text(v) for k, v in model_args.items()}}
 
 
 def run_labels(runs: Sequence[Run]) -> dict[int, str]:
