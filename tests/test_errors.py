@@ -88,6 +88,7 @@ def in_process_error(tmp: Path, task: str, *task_args: str, model: str = "mockll
 ONCOLOGY = "med_evals/oncology_rct"
 
 
+@pytest.mark.slow
 def test_bad_parameters_print_one_line(tmp_path):
     trials = f"trials_file={FIXTURE_CSV}"
     cases = [
@@ -111,6 +112,7 @@ def test_bad_parameters_print_one_line(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_a_header_only_file_is_named(tmp_path):
     header_only = tmp_path / "header.csv"
     header_only.write_text(FIXTURE_CSV.read_text().splitlines()[0] + "\n")
@@ -118,6 +120,7 @@ def test_a_header_only_file_is_named(tmp_path):
     assert msg == f"med_evals: {header_only}: no data rows (the file holds a header only)"
 
 
+@pytest.mark.slow
 def test_missing_medreqal_names_every_way_to_provide_it(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
     from_cli = short_error(tmp_path, "med_evals/medreqal", "-T", "data_dir=data")
@@ -129,6 +132,7 @@ def test_missing_medreqal_names_every_way_to_provide_it(tmp_path, monkeypatch):
             assert way in msg
 
 
+@pytest.mark.slow
 def test_unreadable_replay_recording(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "reply": "POSITIVE"}\nnot json\n')
@@ -147,6 +151,7 @@ def recording(tmp: Path, rows: list[dict]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_failed_run_exits_non_zero_with_the_documented_command(tmp_path):
     """`inspect eval` exits 0 even when its log's status is error; `inspect eval-set` does not.
 
@@ -166,6 +171,7 @@ def test_a_failed_run_exits_non_zero_with_the_documented_command(tmp_path):
     assert "Did not successfully complete all tasks" in out
 
 
+@pytest.mark.slow
 def test_provider_errors_raise_fails_the_gate(tmp_path):
     """With provider_errors=raise a provider failure is a sample error: the log's status is
     error (Inspect's default --fail-on-error) and `inspect eval-set` exits 1; with the default
@@ -182,6 +188,7 @@ def test_provider_errors_raise_fails_the_gate(tmp_path):
     assert code == 0, out
 
 
+@pytest.mark.slow
 def test_the_message_reaches_stderr_once_whatever_the_display(tmp_path):
     """Inspect prints a PrerequisiteError through its console, which `--display none` silences
     (the run exited 1 and printed nothing); ours print themselves, once, on stderr."""
@@ -191,6 +198,7 @@ def test_the_message_reaches_stderr_once_whatever_the_display(tmp_path):
         assert line == "med_evals: oncology_rct: -T seed=abc: must be an integer"
 
 
+@pytest.mark.slow
 def test_a_misspelt_parameter_stops_the_run(tmp_path):
     """Inspect warned "param 'conditon' not used", ran the default condition and exited 0."""
     trials = f"trials_file={FIXTURE_CSV}"
@@ -204,6 +212,7 @@ def test_a_misspelt_parameter_stops_the_run(tmp_path):
         assert not list_eval_logs(str(tmp_path / f"logs-{command}"))  # no sample ran
 
 
+@pytest.mark.slow
 def test_limit_0_says_that_nothing_ran(tmp_path):
     """Inspect runs no sample and exits 0 (nothing of ours can stop it); the run says so."""
     args = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model"]
@@ -226,6 +235,7 @@ def test_a_run_of_some_samples_says_nothing_of_ours(tmp_path, capfd):
     assert log.status == "success" and "med_evals" not in out + err
 
 
+@pytest.mark.slow
 def test_replay_files_that_cannot_serve_the_task(tmp_path):
     """Each was found only during the run (every sample failing, exit 0) or, for a file that is
     not UTF-8, as 239 lines of traceback; now one line before any sample."""

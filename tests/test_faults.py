@@ -35,6 +35,7 @@ def big_corpus(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_flaky_provider_loses_and_duplicates_nothing(big_corpus):
     with FakeOpenAIServer(error_rate=0.2, hang_rate=0.02, hang_seconds=15, seed=1) as server:
         [log] = inspect_eval(
@@ -59,6 +60,7 @@ def test_flaky_provider_loses_and_duplicates_nothing(big_corpus):
     assert m["n_error"] == preds["ERROR"] and m["n_total"] == 60
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_with_each_sample_once(big_corpus):
     env = dict(os.environ)
     logdir = big_corpus / "killed"
@@ -99,6 +101,7 @@ def test_killed_run_resumes_with_each_sample_once(big_corpus):
     assert len(ids) == 60 == len(set(ids))
 
 
+@pytest.mark.slow
 def test_api_keys_never_reach_logs_or_reports(big_corpus, tmp_path):
     with FakeOpenAIServer() as server:
         inspect_eval(

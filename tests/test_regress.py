@@ -81,6 +81,7 @@ def runs(tmp_path_factory):
     return _Runs(tmp_path_factory.mktemp("regress"))
 
 
+@pytest.mark.slow
 def test_same_and_noise_level_changes_pass(runs, tmp_path):
     baseline = make_baseline([runs["baseline"]])
     assert len(baseline["runs"][0]["samples"]) == 120
@@ -92,6 +93,7 @@ def test_same_and_noise_level_changes_pass(runs, tmp_path):
     assert not [r for r in rows if r.verdict == "REGRESSION"]
 
 
+@pytest.mark.slow
 def test_a_real_drop_is_a_regression(runs):
     rows, _ = regress(make_baseline([runs["baseline"]]), [runs["worse"]], n_boot=300)
     verdicts = {r.metric: r.verdict for r in rows}
@@ -110,6 +112,7 @@ def test_changed_setup_is_reported_not_a_regression(runs):
     assert "task_args" in rows[0].detail
 
 
+@pytest.mark.slow
 def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     path = tmp_path / "baseline.json"
     assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
@@ -186,6 +189,7 @@ def test_nothing_matching_the_baseline_is_undecided(runs, tmp_path, capsys):
                            "oncology_rct (") and line.endswith("): not gated")
 
 
+@pytest.mark.slow
 def test_a_run_without_a_baseline_beside_a_matched_one_is_undecided(runs, tmp_path, capsys):
     """Today a note and exit 0: the run of a task the baseline lacks (here an oncology log
     relabelled as a MedREQAL run, its scores as the verdict scorer's) is not gated."""
@@ -209,6 +213,7 @@ def test_a_run_without_a_baseline_beside_a_matched_one_is_undecided(runs, tmp_pa
     assert lines[-1].startswith("UNDECIDED: the gate cannot decide (3 gated metric(s) tested")
 
 
+@pytest.mark.slow
 def test_a_study_log_that_cannot_be_used_beside_a_good_one_is_undecided(runs, tmp_path, capsys):
     """Today a note and exit 0: a MedEvidence log without its scores (here an oncology log
     relabelled) is a run the gate did not compare."""
@@ -228,6 +233,7 @@ def test_a_study_log_that_cannot_be_used_beside_a_good_one_is_undecided(runs, tm
     assert line.endswith("other.eval: no 'effect_direction' scores")
 
 
+@pytest.mark.slow
 def test_untested_metrics_say_why(runs):
     rows, _ = regress(make_baseline([runs["baseline"]]), [runs["invalid"]], n_boot=50)
     by = {r.metric: r for r in rows}
@@ -342,6 +348,7 @@ def test_baseline_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     assert not (tmp_path / "b.json").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_log_beside_the_finished_log_of_its_eval_is_ignored(runs, tmp_path, capsys):
     """The shape ``inspect eval-retry`` leaves (tests/test_gate_retry.py makes it for real): the
     killed log (status started) and the finished one share the eval's task_id."""

@@ -232,7 +232,15 @@ def _same(a: float, b: float) -> bool:
 
 
 @pytest.mark.filterwarnings("ignore:.*counts differ from the published dataset")
-@pytest.mark.parametrize("run", ["medreqal", "medreqal_3_epochs", "healthfc", "oncology_rct_study"])
+@pytest.mark.parametrize(
+    "run",
+    [
+        pytest.param("medreqal", marks=pytest.mark.slow),
+        pytest.param("medreqal_3_epochs", marks=pytest.mark.slow),
+        "healthfc",  # the fast subset's recorded-number check
+        pytest.param("oncology_rct_study", marks=pytest.mark.slow),
+    ],
+)
 def test_replayed_metrics_equal_the_recorded_ones(run: str, tmp_path: Path) -> None:
     recorded = json.loads(RECORDED.read_text())[run]
     now = replay(run, tmp_path)
@@ -249,6 +257,7 @@ def test_replayed_metrics_equal_the_recorded_ones(run: str, tmp_path: Path) -> N
 
 
 @pytest.mark.filterwarnings("ignore:.*counts differ from the published dataset")
+@pytest.mark.slow
 @pytest.mark.parametrize("run", ["medreqal", "oncology_rct_study"])
 def test_the_default_headline_log_is_a_short_part_of_the_full_set(run: str, tmp_path: Path) -> None:
     recorded = json.loads(RECORDED.read_text())[run]

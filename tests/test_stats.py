@@ -94,6 +94,7 @@ def test_mcnemar_exact_is_the_binomial_test_on_discordant_pairs():
         mcnemar_exact([1, 0], [1])
 
 
+@pytest.mark.slow
 def test_bootstrap_difference_is_centred_on_the_point_estimate():
     """The paired bootstrap of the report and the gate, of a function of per-sample values."""
     rng = np.random.default_rng(3)

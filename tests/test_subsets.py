@@ -71,6 +71,7 @@ def test_verdict_task_subsets(shared_datasets):
         load_subset("medreqal", "smoke")
 
 
+@pytest.mark.slow
 def test_counterfactual_tasks_take_the_oncology_subsets(shared_datasets, tmp_path):
     """The builder and the judges run on the same stored trials as oncology_rct."""
     from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges

@@ -77,6 +77,7 @@ def built(tmp_path_factory) -> tuple[mb.BuildResult, Path]:
     return result, logs
 
 
+@pytest.mark.slow
 def test_csv_in_medreqal_schema(built) -> None:
     result, _ = built
     df = read_medreqal(result.csv)
@@ -96,6 +97,7 @@ def test_csv_in_medreqal_schema(built) -> None:
     assert "Sjögren’s syndrome – “naïve”" in df["objective"][2]
 
 
+@pytest.mark.slow
 def test_skipped_are_counted_and_written(built) -> None:
     result, _ = built
     counts = result.skipped_counts()
@@ -108,6 +110,7 @@ def test_skipped_are_counted_and_written(built) -> None:
     assert summary["rows"] == 4 and summary["skipped"] == counts
 
 
+@pytest.mark.slow
 def test_generation_is_logged(built) -> None:
     result, logs = built
     assert len(result.logs) == 2 and all(Path(p).parent == logs for p in result.logs)
@@ -123,6 +126,7 @@ def test_generation_is_logged(built) -> None:
     assert call.config.temperature == 0.0
 
 
+@pytest.mark.slow
 def test_validation_sheet(built) -> None:
     result, _ = built
     rows = list(csv.DictReader(result.validation.open(encoding="utf-8")))
@@ -137,6 +141,7 @@ def test_validation_sheet(built) -> None:
     assert again.read_text(encoding="utf-8") == result.validation.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_medreqal_task_runs_on_the_built_csv(built) -> None:
     result, _ = built
     task = medreqal(data_file=str(result.csv), bertscore=False)

@@ -47,6 +47,7 @@ def _write_jsonl(path, rows):
     return path
 
 
+@pytest.mark.slow
 def test_replaying_a_log_reproduces_its_scores_and_metrics(fixture_data, tmp_path):
     mock = get_model("mockllm/model", custom_outputs=replying(_reply))
     original = _run(mock, tmp_path, "orig", epochs=2)

@@ -77,6 +77,8 @@ def logs(tmp_path_factory):
     return logdir
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_report_tables_figures_and_skips(logs, tmp_path):
     r = build_report([logs], tmp_path / "out", n_boot=100)
     md = r.markdown.read_text()
@@ -94,6 +96,8 @@ def test_report_tables_figures_and_skips(logs, tmp_path):
     assert "nan" not in md and "N/A" not in md  # one missing-value mark
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_published_numbers_are_labelled_as_theirs(logs, tmp_path, shared_datasets):
     ref = shared_datasets.parent / "reference"
     r = build_report([logs], tmp_path / "out", reference=ref, n_boot=50)
@@ -102,6 +106,8 @@ def test_published_numbers_are_labelled_as_theirs(logs, tmp_path, shared_dataset
     assert "| title_abstract | Claude Opus 4.5 (published) | 100.0 | 0.97 (0.95-0.99) |" in md
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatch):
     from ..oncology_support import FIXTURE_CSV
 
@@ -124,6 +130,8 @@ def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatc
     )
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_html_renders_in_headless_chromium(logs, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -113,6 +113,7 @@ def test_medevidence(tmp_path, monkeypatch):
     assert by_cond["closed_book"]["valid_rate"] == 0.0  # not the authors' **Answer** field
 
 
+@pytest.mark.slow
 def test_medevidence_other_metrics_equal_a_full_log_from_either_log(tmp_path, monkeypatch):
     """The report's metrics beyond the headline come from the scorer's full metric set over the
     per-sample values: the same cells from a default (headline) log as from a metrics=full log,

@@ -124,7 +124,7 @@ def _refreshes(values: list[dict[str, Any]], rng: random.Random) -> list[list[Sa
     return out
 
 
-@pytest.mark.parametrize("kind", ["verdict", "outcome"])
+@pytest.mark.parametrize("kind", ["verdict", pytest.param("outcome", marks=pytest.mark.slow)])
 def test_table_path_equals_plain_path_at_every_refresh(monkeypatch, kind):
     rng = random.Random(7)
     make = verdict_value if kind == "verdict" else outcome_value

@@ -102,6 +102,7 @@ REPLIES = {
 }
 
 
+@pytest.mark.slow
 def test_zero_shot_end_to_end(tmp_path: Path, encoder) -> None:
     seen: list = []
     log = run(tmp_path, False, REPLIES, seen)
@@ -171,6 +172,7 @@ def test_shared_copy_loads_all_750_claims() -> None:
     assert len(meta["samples_without_reference"]) == 9
 
 
+@pytest.mark.slow
 def test_generation_means_leave_out_errors_and_missing_references(
     tmp_path: Path, encoder
 ) -> None:

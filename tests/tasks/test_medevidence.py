@@ -111,6 +111,7 @@ def _answer_from_sources(text):
     return "**Answer**: No Difference"
 
 
+@pytest.mark.slow
 def test_end_to_end_metrics(fixture_data, tmp_path):
     model = get_model("mockllm/model", custom_outputs=replying(_answer_from_sources))
     [log] = inspect_eval(

@@ -229,6 +229,8 @@ def test_fixture_answers_as_planned() -> None:
     assert [parse_verdict(reply_for(q)) for q in df["question"]] == PRED
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_classification_metrics(chat_run) -> None:
     log, _ = chat_run
     assert log.status == "success"
@@ -260,6 +262,8 @@ def test_end_to_end_classification_metrics(chat_run) -> None:
     }
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_per_category_and_strength(chat_run) -> None:
     m = metrics_of(chat_run[0])
     assert m["accuracy_category_cognitive_and_mental_health"] == pytest.approx(1 / 2)
@@ -278,6 +282,8 @@ def test_end_to_end_per_category_and_strength(chat_run) -> None:
     assert m["macro_f1_strength_medium"] == pytest.approx((2 / 3) / 3)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_generation_and_mentions(chat_run) -> None:
     from bert_score import score as bert_score
     from rouge_score import rouge_scorer
@@ -306,6 +312,8 @@ def test_end_to_end_generation_and_mentions(chat_run) -> None:
     assert (m["mentions_cochrane"], m["mentions_review"], m["mentions_meta_analysis"]) == (1, 3, 1)
 
 
+@pytest.mark.slow
+@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_log_records_what_produced_it(chat_run) -> None:
     log, seen = chat_run
     meta = log.eval.metadata

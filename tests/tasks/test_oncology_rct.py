@@ -184,6 +184,7 @@ def _metrics(log):
     }
 
 
+@pytest.mark.slow
 def test_end_to_end_metrics(fixture_data, tmp_path):
     model = get_model("mockllm/model", custom_outputs=replying(_evidence_follower))
     [log] = inspect_eval(
@@ -332,6 +333,7 @@ def test_flip_rate_command_on_two_runs(fixture_data, capsys, tmp_path):
     assert "no such file or folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_registered_through_the_entry_point(tmp_path, monkeypatch):
     install_fixture(tmp_path, monkeypatch)
     inspect = str(Path(sys.executable).parent / "inspect")

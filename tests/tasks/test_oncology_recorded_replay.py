@@ -134,6 +134,7 @@ def test_cli_writes_files_and_prints_the_commands(tmp_path, monkeypatch, capsys)
     assert f"-T condition=conclusion_only --model replay/{tmp_path / 'r' / 'm2.jsonl'}" in out
 
 
+@pytest.mark.slow
 def test_study_recordings_replayed_through_the_task_equal_score_recorded(
     shared_datasets, tmp_path, monkeypatch
 ):
