@@ -63,6 +63,14 @@ def replying(fn: Callable[[str], str | None]) -> Callable:
     return outputs
 
 
+def pytest_collection_modifyitems(config, items) -> None:
+    """Files that hold slow tests run first (otherwise in collection order): pytest-xdist's
+    ``--dist loadfile`` gives each file to one worker, so the long files start early and the
+    short ones fill the end, instead of a long file starting last while the other worker idles."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+
+
 @pytest.fixture
 def shared_datasets() -> Path:
     if not SHARED_DATASETS.is_dir():

@@ -20,8 +20,7 @@ from .oncology_support import big_fixture_csv, install_fixture
 from .support.fake_openai import FakeOpenAIServer
 
 INSPECT = str(Path(sys.executable).parent / "inspect")
-#: subprocesses and a kill; the three tests share one worker, so the module's run is made once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("gate_retry")]
+pytestmark = pytest.mark.slow  # subprocesses and a kill
 
 
 @pytest.fixture(scope="module")

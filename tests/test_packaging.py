@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-#: a wheel build and fresh interpreters; the tests share one worker, so the wheel is built once
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("packaging")]
+pytestmark = pytest.mark.slow  # a wheel build and fresh interpreters
 PACKAGE_DATA = REPO / "src" / "med_evals" / "manifests"
 
 

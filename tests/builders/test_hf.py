@@ -12,8 +12,6 @@ from med_evals.builders.hf import hf_copy, medreqal_file, published_after_rows
 from med_evals.data import DatasetError
 from med_evals.tasks.medreqal import medreqal
 
-pytest.importorskip("datasets")
-
 REPO = Path(__file__).resolve().parents[2]
 FIXTURE = REPO / "datasets" / "fixtures" / "medreqal_fixture.csv"
 REVISION = "7772a8f67465050791c306855d3705060451939e"
@@ -78,6 +76,9 @@ def hf_layout(root: Path, edit=None) -> Path:
 
 @pytest.fixture
 def manifest(tmp_path, monkeypatch):
+    # the tests of the Hugging Face copy need `datasets` (imported here, not when collected)
+    pytest.importorskip("datasets")
+
     def install(repo: Path) -> None:
         manifests = tmp_path / "manifests"
         manifests.mkdir()

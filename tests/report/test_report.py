@@ -78,7 +78,6 @@ def logs(tmp_path_factory):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_report_tables_figures_and_skips(logs, tmp_path):
     r = build_report([logs], tmp_path / "out", n_boot=100)
     md = r.markdown.read_text()
@@ -97,7 +96,6 @@ def test_report_tables_figures_and_skips(logs, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_published_numbers_are_labelled_as_theirs(logs, tmp_path, shared_datasets):
     ref = shared_datasets.parent / "reference"
     r = build_report([logs], tmp_path / "out", reference=ref, n_boot=50)
@@ -107,7 +105,6 @@ def test_published_numbers_are_labelled_as_theirs(logs, tmp_path, shared_dataset
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatch):
     from ..oncology_support import FIXTURE_CSV
 
@@ -131,7 +128,6 @@ def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatc
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("report_logs")  # one set of logs
 def test_html_renders_in_headless_chromium(logs, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api")
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")

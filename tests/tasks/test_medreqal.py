@@ -230,7 +230,6 @@ def test_fixture_answers_as_planned() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_classification_metrics(chat_run) -> None:
     log, _ = chat_run
     assert log.status == "success"
@@ -263,7 +262,6 @@ def test_end_to_end_classification_metrics(chat_run) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_per_category_and_strength(chat_run) -> None:
     m = metrics_of(chat_run[0])
     assert m["accuracy_category_cognitive_and_mental_health"] == pytest.approx(1 / 2)
@@ -283,7 +281,6 @@ def test_end_to_end_per_category_and_strength(chat_run) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_generation_and_mentions(chat_run) -> None:
     from bert_score import score as bert_score
     from rouge_score import rouge_scorer
@@ -313,7 +310,6 @@ def test_end_to_end_generation_and_mentions(chat_run) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("medreqal_chat_run")  # one run for the four
 def test_end_to_end_log_records_what_produced_it(chat_run) -> None:
     log, seen = chat_run
     meta = log.eval.metadata
