@@ -61,6 +61,7 @@ def _logged_headline(path: str) -> dict[str, float]:
     }
 
 
+@pytest.mark.slow
 def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, monkeypatch):
     _recorded_fixture(tmp_path, monkeypatch)
     empty = tmp_path / "no-reference"
@@ -134,6 +135,7 @@ def test_bad_requests_are_one_line(tmp_path, monkeypatch, capsys, argv, says):
     assert err[-1].startswith("med-evals compare: error: ") and says in err[-1]
 
 
+@pytest.mark.slow
 def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
     """The README's command on the fixture: the embedded model with its reply restricted to the
     study's two labels, beside recorded replies; every printed number is the log's."""

@@ -66,6 +66,7 @@ def test_data_are_checked_before_the_model_loads(gguf, tmp_path, monkeypatch):
     assert loads == []  # naming the model loaded nothing
 
 
+@pytest.mark.slow
 def test_cache_holds_the_tokenizer_and_configuration_only(gguf, shared_cache, monkeypatch):
     """The first load caches a few MB (tokenizer, configuration); the weights are read from the
     GGUF at each load, never written out (the float32 copy was 542 MB)."""
@@ -85,6 +86,7 @@ def test_cache_holds_the_tokenizer_and_configuration_only(gguf, shared_cache, mo
     assert again.tokenizer.eos_token == "<|im_end|>"
 
 
+@pytest.mark.slow
 def test_weights_are_transformers_own_reading_of_the_gguf(gguf, shared_cache):
     """The GGUF read here gives exactly the weights (and buffers) of transformers' GGUF loader."""
     import torch
@@ -131,6 +133,7 @@ def _prompts():
     return oncology + [[ChatMessageUser(content=q)] for q in chat]
 
 
+@pytest.mark.slow
 def test_batching_gives_the_greedy_tokens_of_one_at_a_time(gguf, shared_cache):
     """Left padding and per-row stopping change nothing: same replies, token counts and stop
     reasons as one request at a time."""
@@ -169,6 +172,7 @@ def test_batching_gives_the_greedy_tokens_of_one_at_a_time(gguf, shared_cache):
             assert c.stop_reason == "stop" and c.usage.output_tokens < f.usage.output_tokens
 
 
+@pytest.mark.slow
 def test_the_oncology_task_runs_on_the_embedded_model(gguf, shared_cache, tmp_path, monkeypatch):
     install_fixture(tmp_path, monkeypatch)
     monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(shared_cache))
@@ -201,6 +205,7 @@ def test_the_oncology_task_runs_on_the_embedded_model(gguf, shared_cache, tmp_pa
     assert model_events[0].call.request["max_tokens"] == 8  # under the cap: as asked
 
 
+@pytest.mark.slow
 def test_replies_are_capped_and_the_cap_is_announced_and_logged(gguf, shared_cache, caplog):
     model = get_model("embedded/smollm2-135m", max_tokens_cap=3, progress=0)
     config = GenerateConfig(temperature=0, max_tokens=12)
@@ -233,6 +238,7 @@ def test_progress_lines_without_a_terminal(gguf, monkeypatch, capsys):
 LABELS = ("POSITIVE", "NEGATIVE")
 
 
+@pytest.mark.slow
 def test_choices_reply_with_the_likelier_whole_reply(gguf, shared_cache):
     """With choices the reply is the choice of highest log-probability as a whole reply; each
     log-probability is that of the chat template's reply tokens and end of turn, computed in one
