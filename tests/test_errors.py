@@ -184,8 +184,15 @@ def test_provider_errors_raise_fails_the_gate(tmp_path):
     code, out = inspect_cmd(tmp_path, "eval-set", *args, "-T", "provider_errors=raise",
                             "--log-dir", "raise")  # fmt: skip
     assert code == 1 and "HTTP 500" in out
-    code, out = inspect_cmd(tmp_path, "eval-set", *args, "--log-dir", "score")
-    assert code == 0, out
+    # the default, in process: the failure is scored ERROR and the log's status is success, so
+    # `inspect eval-set` exits 0 (its exit 1 for a log that is not: above and the test before)
+    [log] = inspect_eval(
+        ONCOLOGY, task_args={"trials_file": str(FIXTURE_CSV), "condition": "doi_only"},
+        model=f"replay/{replay}", display="none", log_dir=str(tmp_path / "score"),
+    )  # fmt: skip
+    assert log.status == "success"
+    predictions = [s.scores["trial_outcome"].value["prediction"] for s in log.samples]
+    assert predictions.count("ERROR") == 1
 
 
 @pytest.mark.slow
