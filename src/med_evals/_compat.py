@@ -13,10 +13,14 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   task's scorers (through the scorer's registry entry, like Inspect's own override).
 - ``active_model``: the model under evaluation while Inspect builds a task (None outside a run;
   unlike ``get_model()``, it never creates one).
+- ``registry_find``: the model providers Inspect knows, to name the closest to a misspelt one
+  (:func:`unknown_provider_message`).
 """
 
 from __future__ import annotations
 
+import difflib
+import re
 import sys
 from types import TracebackType
 
@@ -24,6 +28,7 @@ from inspect_ai._util.error import PrerequisiteError
 from inspect_ai._util.exception import TerminateSampleError
 from inspect_ai._util.registry import (
     RegistryInfo,
+    registry_find,
     registry_info,
     registry_unqualified_name,
     set_registry_info,
@@ -83,6 +88,8 @@ def _install_excepthook() -> None:
     def hook(kind: type[BaseException], ex: BaseException, tb: TracebackType | None) -> None:
         if isinstance(ex, InputError):
             _print_uncaught_input_error(ex)
+        elif (message := unknown_provider_message(ex)) is not None:
+            print(f"med_evals: {message}", file=sys.stderr, flush=True)
         else:
             current(kind, ex, tb)
 
@@ -93,3 +100,43 @@ def _install_excepthook() -> None:
 def _print_uncaught_input_error(ex: InputError) -> None:
     """``med_evals: <message>`` on stderr (the interpreter then exits 1, as Inspect's would)."""
     print(f"med_evals: {ex}", file=sys.stderr, flush=True)
+
+
+def install_excepthook() -> None:
+    """Called when Inspect loads this package's entry point: Inspect does so when a name it
+    looks up (a task, a provider) is not among its own, so a misspelt ``--model`` provider
+    reaches the hook (:func:`unknown_provider_message`)."""
+    _install_excepthook()
+
+
+#: Inspect's message for a provider it does not know (``get_model``)
+_UNKNOWN_PROVIDER = re.compile(r"Model API (\S+) of model '(.+)' not recognized\.")
+
+
+def _leaves(ex: BaseException) -> list[BaseException]:
+    if isinstance(ex, BaseExceptionGroup):
+        return [leaf for inner in ex.exceptions for leaf in _leaves(inner)]
+    return [ex]
+
+
+def unknown_provider_message(ex: BaseException) -> str | None:
+    """One line for Inspect's error on an unknown ``--model`` provider (raised inside a task
+    group, so Python would print it as an exception group: 213 lines), naming the closest
+    provider Inspect knows; None for any other exception, which keeps its traceback."""
+    leaves = _leaves(ex)
+    if len(leaves) != 1 or not isinstance(leaves[0], ValueError):
+        return None
+    match = _UNKNOWN_PROVIDER.fullmatch(str(leaves[0]))
+    if match is None:
+        return None
+    api, model = match.groups()
+    known = {
+        registry_unqualified_name(registry_info(o))
+        for o in registry_find(lambda info: info.type == "modelapi")
+    }
+    close = difflib.get_close_matches(api, sorted(known), n=1)
+    hint = f"; did you mean {close[0]}/{model.split('/', 1)[1]}?" if close else ""
+    return (
+        f"--model {model}: unknown model provider '{api}'{hint} (providers: Inspect's "
+        "documentation of models, and embedded and replay from med_evals: docs/models.md)"
+    )
