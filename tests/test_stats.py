@@ -7,7 +7,7 @@ from scipy.stats import binomtest, norm
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, recall_score
 from statsmodels.stats.proportion import proportion_confint
 
-from med_evals.scorers.classification import binary_summary, macro_f1_score_of
+from med_evals.scorers.classification import binary_estimates, binary_summary, macro_f1_score_of
 from med_evals.stats import (
     bootstrap_difference,
     mcnemar_exact,
@@ -58,6 +58,26 @@ def test_binary_summary_matches_sklearn_and_statsmodels(fixed_predictions):
         assert s[f"{name}_wilson"] == pytest.approx(
             proportion_confint(p * size, size, method="wilson")
         )
+
+
+def test_binary_estimates_equal_sklearn_to_the_last_digit():
+    """Accuracy from the confusion matrix's diagonal and macro-F1 from one F1 call are
+    scikit-learn's accuracy_score and f1_score exactly (``==``), on sizes from 1 to 1,001 and
+    one-sided inputs (a label never predicted, or never true: zero_division=0)."""
+    rng = random.Random(11)
+    labels = ["POSITIVE", "NEGATIVE"]
+    for n in [1, 2, 3, 5, 17, 120, 250, 1001]:
+        for _ in range(8):
+            y_true = [rng.choice(labels) for _ in range(n)]
+            y_pred = [rng.choice(labels) if rng.random() < 0.8 else y_true[0] for _ in range(n)]
+            e = binary_estimates(y_true, y_pred)
+            assert e["accuracy"] == float(accuracy_score(y_true, y_pred))
+            assert e["macro_f1"] == float(
+                f1_score(y_true, y_pred, labels=labels, average="macro", zero_division=0)
+            )
+            assert e["f1_positive"] == float(
+                f1_score(y_true, y_pred, pos_label="POSITIVE", zero_division=0)
+            )
 
 
 def test_wald_is_clipped_like_the_study():
