@@ -28,6 +28,13 @@ RUNS = {
 }
 
 
+#: fewer bootstrap resamples than the command's 1,000 (the gate's decisions here do not hang on
+#: the interval's last digit; test_n_boot_is_an_option checks the default)
+NB = ("--n-boot", "200")
+
+#: trials in the runs' corpus (the fixture's 6, repeated)
+N_TRIALS = 60
+
 #: where install_fixture points the loader
 ENV = ("MED_EVALS_MANIFEST_DIR", "MED_EVALS_DATA_DIR")
 
@@ -40,7 +47,7 @@ class _Runs(dict):
         super().__init__()
         self.tmp = tmp
         with pytest.MonkeyPatch.context() as mp:  # one dataset for every run
-            install_fixture(tmp, mp, csv=big_fixture_csv(tmp))
+            install_fixture(tmp, mp, csv=big_fixture_csv(tmp, copies=N_TRIALS // 6))
             self.env = {k: os.environ[k] for k in ENV}
 
     def __missing__(self, name: str) -> Path:
@@ -76,7 +83,7 @@ def reader(wrong_every: int):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A 120-trial corpus (the fixture's 6 trials repeated) and the runs of :data:`RUNS` on it
+    """A 60-trial corpus (the fixture's 6 trials repeated) and the runs of :data:`RUNS` on it
     (four 'models', one in another setup), each made on first use."""
     return _Runs(tmp_path_factory.mktemp("regress"))
 
@@ -84,11 +91,11 @@ def runs(tmp_path_factory):
 @pytest.mark.slow
 def test_same_and_noise_level_changes_pass(runs, tmp_path):
     baseline = make_baseline([runs["baseline"]])
-    assert len(baseline["runs"][0]["samples"]) == 120
+    assert len(baseline["runs"][0]["samples"]) == N_TRIALS
     rows, notes = regress(baseline, [runs["same"]], n_boot=300)
     assert notes == [] and {r.verdict for r in rows} <= {"ok", "info"}
     acc = next(r for r in rows if r.metric == "accuracy_valid")
-    assert acc.old == acc.new == pytest.approx(108 / 120)
+    assert acc.old == acc.new == pytest.approx(0.9)  # one wrong in 10
     rows, _ = regress(baseline, [runs["slightly"]], n_boot=300)
     assert not [r for r in rows if r.verdict == "REGRESSION"]
 
@@ -103,7 +110,7 @@ def test_a_real_drop_is_a_regression(runs):
     assert verdicts["macro_f1_valid"] == "REGRESSION"
     assert verdicts["valid_rate"] == "ok"
     acc = next(r for r in rows if r.metric == "accuracy_valid")
-    assert "paired bootstrap n=120" in acc.test
+    assert f"paired bootstrap n={N_TRIALS}" in acc.test
 
 
 def test_changed_setup_is_reported_not_a_regression(runs):
@@ -118,8 +125,8 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
     assert read_baseline(path)["format"] == 2
     assert json.loads(path.read_text())["runs"][0]["task"] == "oncology_rct"
-    assert cli_main(["regress", "--baseline", str(path), str(runs["same"])]) == 0
-    assert cli_main(["regress", "--baseline", str(path), str(runs["worse"])]) == 1
+    assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["same"])]) == 0
+    assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["worse"])]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "old" in out and "diff" in out
     names = ", ".join(h.name for h in spec("oncology_rct").headline)
@@ -137,7 +144,7 @@ def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     log.status = "error"
     failed = tmp_path / "failed.eval"
     write_eval_log(log, str(failed))
-    assert cli_main(["regress", "--baseline", str(path), str(failed)]) == 3
+    assert cli_main(["regress", *NB, "--baseline", str(path), str(failed)]) == 3
     out = capsys.readouterr().out
     assert "run did not complete (status error)" in out
 
@@ -162,7 +169,7 @@ def _last_lines(capsys):
 
 def test_a_changed_setup_is_undecided_naming_the_fields(runs, tmp_path, capsys):
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
-    assert cli_main(["regress", "--baseline", path, str(runs["other_setup"])]) == 3
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["other_setup"])]) == 3
     lines = _last_lines(capsys)
     assert lines[0] == (
         "undecided: oncology_rct / mockllm/reader: setup changed (task_args.condition "
@@ -183,7 +190,7 @@ def test_nothing_matching_the_baseline_is_undecided(runs, tmp_path, capsys):
     baseline = make_baseline([runs["baseline"]])
     baseline["runs"][0]["task"] = "medreqal"
     path = _save(baseline, tmp_path / "b.json")
-    assert cli_main(["regress", "--baseline", path, str(runs["same"])]) == 3
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["same"])]) == 3
     [line, *_] = _last_lines(capsys)
     assert line.startswith("undecided: oncology_rct / mockllm/reader: no baseline run of task "
                            "oncology_rct (") and line.endswith("): not gated")
@@ -205,7 +212,7 @@ def test_a_run_without_a_baseline_beside_a_matched_one_is_undecided(runs, tmp_pa
     for sample in log.samples:
         sample.scores = {"verdict": sample.scores["trial_outcome"]}
     write_eval_log(log, str(tmp_path / "other.eval"))
-    assert cli_main(["regress", "--baseline", path, str(runs["same"]),
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["same"]),
                      str(tmp_path / "other.eval")]) == 3
     lines = _last_lines(capsys)
     assert lines[0] == (f"undecided: medreqal / mockllm/reader: no baseline run of task medreqal "
@@ -226,7 +233,7 @@ def test_a_study_log_that_cannot_be_used_beside_a_good_one_is_undecided(runs, tm
     log.eval.task = "med_evals/medevidence"
     log.eval.task_id = "relabelled"
     write_eval_log(log, str(tmp_path / "other.eval"))
-    assert cli_main(["regress", "--baseline", path, str(runs["same"]),
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["same"]),
                      str(tmp_path / "other.eval")]) == 3
     [line, _] = _last_lines(capsys)
     assert line.startswith("undecided: medevidence / mockllm/reader: ")
@@ -241,11 +248,11 @@ def test_untested_metrics_say_why(runs):
     for name in ("accuracy_valid", "macro_f1_valid"):
         assert by[name].verdict == "untested" and math.isnan(by[name].new)
         assert by[name].detail == (
-            "untested: no valid replies in the new run (0 of 120 shared samples)"
+            "untested: no valid replies in the new run (0 of 60 shared samples)"
         )
     rows, _ = regress(make_baseline([runs["invalid"]]), [runs["baseline"]], n_boot=50)
     assert {r.metric: r.detail for r in rows}["accuracy_valid"] == (
-        "untested: no valid replies in the baseline (0 of 120 shared samples)"
+        "untested: no valid replies in the baseline (0 of 60 shared samples)"
     )
 
 
@@ -253,11 +260,11 @@ def test_untested_metrics_are_undecided_unless_accepted(runs, tmp_path, capsys):
     """Both runs without a valid reply: the valid rate is tested (equal), the metrics over valid
     replies cannot be. Today: "untested ... +nan to +nan" and exit 0."""
     path = _save(make_baseline([runs["invalid"]]), tmp_path / "b.json")
-    assert cli_main(["regress", "--baseline", path, str(runs["invalid"])]) == 3
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["invalid"])]) == 3
     lines = _last_lines(capsys)
     assert lines[0].startswith("undecided: 2 gated metric(s) untested: oncology_rct / ")
-    assert "mockllm/reader accuracy_valid (no valid replies in the baseline (0 of 120 shared " \
-        "samples); no valid replies in the new run (0 of 120 shared samples))" in lines[0]
+    assert "mockllm/reader accuracy_valid (no valid replies in the baseline (0 of 60 shared " \
+        "samples); no valid replies in the new run (0 of 60 shared samples))" in lines[0]
     assert lines[0].endswith("(--allow-untested accepts them)")
     assert cli_main(["regress", "--allow-untested", "--baseline", path,
                      str(runs["invalid"])]) == 0
@@ -295,21 +302,21 @@ def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
     truncated.parent.mkdir()
     truncated.write_bytes(Path(log).read_bytes()[:2000])
     cases = [
-        (["regress", "--baseline", str(tmp_path / "missing.json"), str(runs["same"])],
+        (["regress", *NB, "--baseline", str(tmp_path / "missing.json"), str(runs["same"])],
          "baseline {t}/missing.json: no such file"),
-        (["regress", "--baseline", str(tmp_path / "empty.json"), str(runs["same"])],
+        (["regress", *NB, "--baseline", str(tmp_path / "empty.json"), str(runs["same"])],
          "baseline {t}/empty.json: the file is empty"),
-        (["regress", "--baseline", str(tmp_path / "bad.json"), str(runs["same"])],
+        (["regress", *NB, "--baseline", str(tmp_path / "bad.json"), str(runs["same"])],
          "baseline {t}/bad.json: not JSON (Expecting value: line 1 column 24 (char 23))"),
-        (["regress", "--baseline", str(tmp_path / "list.json"), str(runs["same"])],
+        (["regress", *NB, "--baseline", str(tmp_path / "list.json"), str(runs["same"])],
          "baseline {t}/list.json: not a med-evals baseline (a JSON object); record it with "
          "`med-evals baseline`"),
-        (["regress", "--baseline", str(tmp_path / "norun.json"), str(runs["same"])],
+        (["regress", *NB, "--baseline", str(tmp_path / "norun.json"), str(runs["same"])],
          "baseline {t}/norun.json: holds no run ('runs' missing or empty); record it with "
          "`med-evals baseline`"),
-        (["regress", "--baseline", str(good), str(tmp_path / "nowhere")],
+        (["regress", *NB, "--baseline", str(good), str(tmp_path / "nowhere")],
          "{t}/nowhere: no such file or folder"),
-        (["regress", "--baseline", str(good), str(tmp_path / "empty")],
+        (["regress", *NB, "--baseline", str(good), str(tmp_path / "empty")],
          "{t}/empty: no Inspect log (.eval or .json) in this folder"),
         (["baseline", str(tmp_path / "empty"), "-o", str(tmp_path / "b.json")],
          "{t}/empty: no Inspect log (.eval or .json) in this folder"),
@@ -363,7 +370,8 @@ def test_a_killed_log_beside_the_finished_log_of_its_eval_is_ignored(runs, tmp_p
     killed.eval.created = "2000-01-01T00:00:00+00:00"
     killed.samples = killed.samples[:30]
     write_eval_log(killed, str(tmp_path / "killed.eval"))
-    assert cli_main(["regress", "--baseline", path, finished, str(tmp_path / "killed.eval")]) == 0
+    killed_path = str(tmp_path / "killed.eval")
+    assert cli_main(["regress", *NB, "--baseline", path, finished, killed_path]) == 0
     captured = capsys.readouterr()
     assert captured.err == (
         f"note: {tmp_path}/killed.eval: ignored (status started): the finished log of the same "
@@ -399,3 +407,26 @@ def test_every_command_is_in_the_exit_code_table(capsys):
         assert f"| `med-evals {name}" in text, name
     for command in ("`inspect eval`", "`inspect eval-set`"):
         assert command in text
+
+
+def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
+    """``regress`` resamples 1,000 times unless told; fewer than 100 is a usage error."""
+    import med_evals.regress as regress_module
+
+    seen = []
+    real = regress_module.regress
+
+    def spy(baseline, logs, n_boot=1000):
+        seen.append(n_boot)
+        return real(baseline, logs, n_boot=100)
+
+    monkeypatch.setattr(regress_module, "regress", spy)
+    path = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
+    assert cli_main(["regress", "--baseline", str(path), str(runs["same"])]) == 0
+    assert cli_main(["regress", "--n-boot", "300", "--baseline", str(path), str(runs["same"])]) == 0
+    assert seen == [1000, 300]
+    capsys.readouterr()
+    assert cli_main(["regress", "--n-boot", "50", "--baseline", str(path), str(runs["same"])]) == 2
+    err = capsys.readouterr().err
+    assert err == "med-evals regress: error: --n-boot 50: at least 100 resamples\n"
