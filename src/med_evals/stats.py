@@ -16,8 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.proportion import proportion_confint
+
+# statsmodels (with scipy.stats, about a second) is imported where it is used: the tasks are
+# imported by every ``inspect`` command that looks up a name, and most never compute an interval
 
 ALPHA_95 = 0.05
 #: The study's z (its ``_normal_approx_ci`` uses 1.96, not 1.959964...).
@@ -39,6 +40,8 @@ def wilson_interval(p: float, n: int) -> tuple[float, float]:
     """95% Wilson score interval for a proportion p observed over n trials."""
     if n == 0 or p is None or math.isnan(p):
         return (math.nan, math.nan)
+    from statsmodels.stats.proportion import proportion_confint
+
     lo, hi = proportion_confint(p * n, n, alpha=ALPHA_95, method="wilson")
     return (float(lo), float(hi))
 
@@ -68,6 +71,8 @@ def mcnemar_exact(correct_a: Sequence[int], correct_b: Sequence[int]) -> dict[st
     if a.shape != b.shape:
         raise ValueError("paired correctness vectors differ in length")
     table = [[int(np.sum(a & b)), int(np.sum(a & ~b))], [int(np.sum(~a & b)), int(np.sum(~a & ~b))]]
+    from statsmodels.stats.contingency_tables import mcnemar
+
     res = mcnemar(table, exact=True)
     return {
         "n": int(a.size),

@@ -19,7 +19,6 @@ from typing import Any
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageUser, Model, get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
-from scipy.stats import binomtest
 
 from med_evals.reference import reference_text
 from med_evals.solvers.generate import GENERATE_ERROR
@@ -180,7 +179,7 @@ def detectability() -> Metric:
             "detect_rate": pr["p"],
             "detect_wilson_lo": pr["wilson"][0],
             "detect_wilson_hi": pr["wilson"][1],
-            "p_value_vs_chance": binomtest(hits, len(judged), 0.5).pvalue if judged else math.nan,
+            "p_value_vs_chance": _binomtest(hits, len(judged), 0.5).pvalue if judged else math.nan,
             "judge_failures": len(vals) - len(judged),
             "n": len(vals),
         }
@@ -323,3 +322,10 @@ def conclusion_agreement(
         )
 
     return score
+
+
+def _binomtest(k: int, n: int, p: float) -> Any:
+    """scipy's exact binomial test (scipy.stats imported on first use: it takes about a second)."""
+    from scipy.stats import binomtest
+
+    return binomtest(k, n, p)
