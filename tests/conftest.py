@@ -13,6 +13,11 @@ from inspect_ai.model import ModelOutput, ModelUsage
 
 from med_evals.data import git_blob_sha1_of, sha256_of
 
+# the test processes share the cores (pytest-xdist: one per core): OpenMP's idle threads in
+# torch (BERTScore, the embedded model) sleep instead of spinning on a core another process
+# needs, as the embedded runtime sets it when it imports torch first (docs/models.md)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "datasets" / "fixtures"
 SHARED_DATASETS = Path(os.environ.get("MED_EVALS_SHARED_DATA", REPO.parent / "shared" / "datasets"))

@@ -54,17 +54,6 @@ def stderr_line(tmp: Path, *args: str, display: str = "none") -> str:
     return lines[0]
 
 
-def short_error(tmp: Path, *args: str, env: dict | None = None) -> str:
-    """The message of a run that must fail before it starts: exit 1, no traceback, a line or
-    two (a list of choices may wrap); returned as one line."""
-    code, out = inspect_cmd(tmp, "eval", *args, "--model", "mockllm/model", env=env)
-    lines = [line.strip() for line in out.splitlines() if line.strip()]
-    assert code == 1, out
-    assert "Traceback" not in out and len(lines) <= 2, out
-    assert lines[0].startswith("med_evals: ")
-    return " ".join(lines)
-
-
 def in_process_error(tmp: Path, task: str, *task_args: str, model: str = "mockllm/model") -> str:
     """The message ``inspect eval <task> -T <task_args> --model <model>`` stops with before any
     sample runs, found in process: ``-T`` values parsed by Inspect's own CLI parser, the run
@@ -88,7 +77,6 @@ def in_process_error(tmp: Path, task: str, *task_args: str, model: str = "mockll
 ONCOLOGY = "med_evals/oncology_rct"
 
 
-@pytest.mark.slow
 def test_bad_parameters_print_one_line(tmp_path):
     trials = f"trials_file={FIXTURE_CSV}"
     cases = [
@@ -101,48 +89,39 @@ def test_bad_parameters_print_one_line(tmp_path):
         ),
         (["-T", f"trials_file={tmp_path}"], f"-T trials_file={tmp_path}: is a directory"),
     ]
-    # the command line prints one of them (one line, exit 1); the same parameter checks give
-    # the others, found in process
-    [(args, message), *others] = cases
-    assert message in short_error(tmp_path, ONCOLOGY, *args)
-    for args, message in others:
+    # found in process: the command prints such a message as one line on stderr, exit 1
+    # (test_the_message_reaches_stderr_once_whatever_the_display)
+    for args, message in cases:
         assert message in in_process_error(tmp_path, ONCOLOGY, *args[1::2])
     assert "healthfc: -T evidence=maybe: must be true or false" in in_process_error(
         tmp_path, "med_evals/healthfc", "evidence=maybe"
     )
 
 
-@pytest.mark.slow
 def test_a_header_only_file_is_named(tmp_path):
     header_only = tmp_path / "header.csv"
     header_only.write_text(FIXTURE_CSV.read_text().splitlines()[0] + "\n")
-    msg = short_error(tmp_path, ONCOLOGY, "-T", f"trials_file={header_only}")
+    msg = in_process_error(tmp_path, ONCOLOGY, f"trials_file={header_only}")
     assert msg == f"med_evals: {header_only}: no data rows (the file holds a header only)"
 
 
-@pytest.mark.slow
 def test_missing_medreqal_names_every_way_to_provide_it(tmp_path, monkeypatch):
     (tmp_path / "data").mkdir()
-    from_cli = short_error(tmp_path, "med_evals/medreqal", "-T", "data_dir=data")
+    from_cli = in_process_error(tmp_path, "med_evals/medreqal", f"data_dir={tmp_path / 'data'}")
     monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path / "data"))
-    from_env = in_process_error(tmp_path, "med_evals/medreqal")  # the same check, in process
+    from_env = in_process_error(tmp_path, "med_evals/medreqal")
     for msg, source in [(from_cli, "from -T data_dir"), (from_env, "from MED_EVALS_DATA_DIR")]:
         assert "file 'MedREQAL.csv' is not in the data directory" in msg and source in msg
         for way in ("MED_EVALS_DATA_DIR=<dir>", "-T data_dir=<dir>", "-T data_file=<file>"):
             assert way in msg
 
 
-@pytest.mark.slow
 def test_unreadable_replay_recording(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x", "reply": "POSITIVE"}\nnot json\n')
-    code, out = inspect_cmd(
-        tmp_path, "eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", f"replay/{bad}"
-    )
-    assert code == 1 and "Traceback" not in out
-    assert [line for line in out.splitlines() if line.strip()] == [
-        f"med_evals: {bad}: line 2: not JSON (Expecting value)"
-    ]
+    # in process (a replay file refused as the command prints it: the test of such files below)
+    msg = in_process_error(tmp_path, ONCOLOGY, f"trials_file={FIXTURE_CSV}", model=f"replay/{bad}")
+    assert msg == f"med_evals: {bad}: line 2: not JSON (Expecting value)"
 
 
 def recording(tmp: Path, rows: list[dict]) -> Path:
@@ -164,6 +143,8 @@ def test_a_failed_run_exits_non_zero_with_the_documented_command(tmp_path):
     code, out = inspect_cmd(tmp_path, "eval", *args, "--log-dir", "eval")
     [info] = list_eval_logs(str(tmp_path / "eval"))
     log = read_eval_log(info.name, header_only=True)
+    # the command found the task through the package's entry point (no task file)
+    assert (log.eval.task_registry_name, log.eval.task_file) == (ONCOLOGY, None)
     assert log.status == "error" and "sample 'doi_only-001', epoch 1 (no record)" in out
     assert code == 0  # Inspect's behaviour, hence the recommendation below
     code, out = inspect_cmd(tmp_path, "eval-set", *args, "--retry-attempts", "0", "--log-dir", "s")
@@ -171,24 +152,23 @@ def test_a_failed_run_exits_non_zero_with_the_documented_command(tmp_path):
     assert "Did not successfully complete all tasks" in out
 
 
-@pytest.mark.slow
 def test_provider_errors_raise_fails_the_gate(tmp_path):
     """With provider_errors=raise a provider failure is a sample error: the log's status is
-    error (Inspect's default --fail-on-error) and `inspect eval-set` exits 1; with the default
-    provider_errors=score it is scored ERROR and the run succeeds."""
+    error (Inspect's default --fail-on-error), which `inspect eval-set` turns into exit 1 (the
+    test before, as a command); with the default provider_errors=score it is scored ERROR and
+    the run succeeds. Both in process."""
     ids = [f"doi_only-{i:03d}" for i in range(6)]
     rows = [{"id": i, "reply": "NEGATIVE"} for i in ids[1:]]
     replay = recording(tmp_path, [{"id": ids[0], "reply": None, "error": "HTTP 500"}, *rows])
-    args = [ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "-T", "condition=doi_only"]
-    args += ["--model", f"replay/{replay}", "--display", "plain", "--retry-attempts", "0"]
-    code, out = inspect_cmd(tmp_path, "eval-set", *args, "-T", "provider_errors=raise",
-                            "--log-dir", "raise")  # fmt: skip
-    assert code == 1 and "HTTP 500" in out
-    # the default, in process: the failure is scored ERROR and the log's status is success, so
-    # `inspect eval-set` exits 0 (its exit 1 for a log that is not: above and the test before)
+    args = {"trials_file": str(FIXTURE_CSV), "condition": "doi_only"}
     [log] = inspect_eval(
-        ONCOLOGY, task_args={"trials_file": str(FIXTURE_CSV), "condition": "doi_only"},
-        model=f"replay/{replay}", display="none", log_dir=str(tmp_path / "score"),
+        ONCOLOGY, task_args={**args, "provider_errors": "raise"}, model=f"replay/{replay}",
+        display="none", log_dir=str(tmp_path / "raise"),
+    )  # fmt: skip
+    assert log.status == "error" and "HTTP 500" in str(log.error)
+    [log] = inspect_eval(
+        ONCOLOGY, task_args=args, model=f"replay/{replay}", display="none",
+        log_dir=str(tmp_path / "score"),
     )  # fmt: skip
     assert log.status == "success"
     predictions = [s.scores["trial_outcome"].value["prediction"] for s in log.samples]
@@ -200,7 +180,7 @@ def test_the_message_reaches_stderr_once_whatever_the_display(tmp_path):
     """Inspect prints a PrerequisiteError through its console, which `--display none` silences
     (the run exited 1 and printed nothing); ours print themselves, once, on stderr."""
     args = ["eval", ONCOLOGY, "-T", "seed=abc", "--model", "mockllm/model"]
-    for display in ("none", "plain", "full"):
+    for display in ("none", "full"):  # Inspect's console silent, and at its fullest
         line = stderr_line(tmp_path, *args, display=display)
         assert line == "med_evals: oncology_rct: -T seed=abc: must be an integer"
 
@@ -209,14 +189,17 @@ def test_the_message_reaches_stderr_once_whatever_the_display(tmp_path):
 def test_a_misspelt_parameter_stops_the_run(tmp_path):
     """Inspect warned "param 'conditon' not used", ran the default condition and exited 0."""
     trials = f"trials_file={FIXTURE_CSV}"
-    for command in ("eval", "eval-set"):
-        args = [command, ONCOLOGY, "-T", "conditon=doi_only", "-T", trials]
-        args += ["--model", "mockllm/model", "--log-dir", f"logs-{command}"]
-        assert stderr_line(tmp_path, *args) == (
-            "med_evals: oncology_rct: -T conditon=doi_only: unknown parameter; "
-            "did you mean -T condition?"
-        )
-        assert not list_eval_logs(str(tmp_path / f"logs-{command}"))  # no sample ran
+    expected = (
+        "med_evals: oncology_rct: -T conditon=doi_only: unknown parameter; "
+        "did you mean -T condition?"
+    )
+    # `inspect eval-set` as a command; `inspect eval`'s path in process (its printing of such a
+    # message: test_the_message_reaches_stderr_once_whatever_the_display)
+    args = ["eval-set", ONCOLOGY, "-T", "conditon=doi_only", "-T", trials]
+    args += ["--model", "mockllm/model", "--log-dir", "logs-eval-set"]
+    assert stderr_line(tmp_path, *args) == expected
+    assert not list_eval_logs(str(tmp_path / "logs-eval-set"))  # no sample ran
+    assert in_process_error(tmp_path, ONCOLOGY, "conditon=doi_only", trials) == expected
 
 
 @pytest.mark.slow
@@ -288,3 +271,30 @@ def test_a_one_trial_file_names_the_file(tmp_path):
     pd.read_csv(FIXTURE_CSV, dtype=str, keep_default_na=False).head(1).to_csv(one, index=False)
     with pytest.raises(DatasetError, match=r"one\.csv: 1 trial\(s\); the task needs at least two"):
         oncology_rct(trials_file=str(one))
+
+
+@pytest.mark.slow
+def test_a_misspelt_provider_is_one_line(tmp_path):
+    """Inspect raised it inside a task group: 213 lines of exception group, exit 1."""
+    line = stderr_line(tmp_path, "eval", ONCOLOGY, "--model", "opnai/gpt-4o")
+    assert line.startswith(
+        "med_evals: --model opnai/gpt-4o: unknown model provider 'opnai'; "
+        "did you mean openai/gpt-4o? (providers: "
+    )
+
+
+def test_only_the_unknown_provider_error_is_shortened():
+    from med_evals._compat import unknown_provider_message
+
+    error = ValueError("Model API nosuch of model 'nosuch/m' not recognized.")
+    group = BaseExceptionGroup("in a task group", [ExceptionGroup("inner", [error])])
+    for ex in (error, group):
+        message = unknown_provider_message(ex)
+        assert message is not None
+        assert message.startswith("--model nosuch/m: unknown model provider 'nosuch' (")
+    assert "did you mean replay/x?" in unknown_provider_message(
+        ValueError("Model API replya of model 'replya/x' not recognized.")
+    )
+    for other in (ValueError("something else"), KeyError("Model API x of model 'x/y' not "
+                  "recognized."), ExceptionGroup("two", [error, ValueError("another")])):
+        assert unknown_provider_message(other) is None

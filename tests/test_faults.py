@@ -1,18 +1,12 @@
-"""Faults: a flaky provider, a killed run, secrets, and bad inputs. Loopback only, bounded."""
+"""Faults: a flaky provider, secrets, and bad inputs. Loopback only, bounded. (A killed run and
+its retry: tests/test_gate_retry.py.)"""
 
-import os
-import signal
-import subprocess
-import sys
-import time
 import zipfile
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai import eval_retry
-from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import get_model
 
 from med_evals.data import DatasetError, read_csv_checked
@@ -25,7 +19,6 @@ from .oncology_support import FIXTURE_CSV, big_fixture_csv, install_fixture
 from .support.fake_openai import FakeOpenAIServer
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"
-INSPECT = str(Path(sys.executable).parent / "inspect")
 
 
 @pytest.fixture
@@ -58,47 +51,6 @@ def test_flaky_provider_loses_and_duplicates_nothing(big_corpus):
     assert counts["429"] + counts["500"] > 0 and counts["requests"] > 60  # faults were injected
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
     assert m["n_error"] == preds["ERROR"] and m["n_total"] == 60
-
-
-@pytest.mark.slow
-def test_killed_run_resumes_with_each_sample_once(big_corpus):
-    env = dict(os.environ)
-    logdir = big_corpus / "killed"
-    with FakeOpenAIServer(latency=0.25) as server:
-        cmd = [
-            INSPECT,
-            "eval",
-            "med_evals/oncology_rct",
-            "--model",
-            "openai-api/fake/fake",
-            "--model-base-url",
-            server.base_url,
-            "--log-dir",
-            str(logdir),
-            "--max-connections",
-            "2",
-            "--display",
-            "none",
-            "--log-buffer",
-            "4",
-        ]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.time() + 120
-        while server.counts["ok"] < 24 and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-        [killed] = list_eval_logs(str(logdir))
-        partial = read_eval_log(killed.name)
-        assert partial.status == "started" and 0 < len(partial.samples or []) < 60
-        # the retry in process (`inspect eval-retry` itself: tests/test_gate_retry.py)
-        [retried] = eval_retry(killed.name, log_dir=str(logdir), display="none", max_connections=4)
-    assert retried.status == "success", retried.error
-    final = [read_eval_log(i.name) for i in list_eval_logs(str(logdir))]
-    done = [log for log in final if log.status == "success"]
-    assert len(done) == 1
-    ids = [s.id for s in done[0].samples]
-    assert len(ids) == 60 == len(set(ids))
 
 
 @pytest.mark.slow

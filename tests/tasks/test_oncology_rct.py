@@ -1,14 +1,11 @@
 import re
 import shutil
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from inspect_ai import eval as inspect_eval
-from inspect_ai.log import list_eval_logs, read_eval_log
 from inspect_ai.model import get_model
 
 from med_evals.cli import main as cli_main
@@ -331,31 +328,3 @@ def test_flip_rate_command_on_two_runs(fixture_data, capsys, tmp_path):
     assert err == ["med-evals flip-rate: error: no log holds both conditions of any requested pair"]
     assert cli_main(["flip-rate", str(tmp_path / "nowhere")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
-
-
-@pytest.mark.slow
-def test_registered_through_the_entry_point(tmp_path, monkeypatch):
-    install_fixture(tmp_path, monkeypatch)
-    inspect = str(Path(sys.executable).parent / "inspect")
-    run = subprocess.run(
-        [
-            inspect,
-            "eval",
-            "med_evals/oncology_rct",
-            "--model",
-            "mockllm/model",
-            "--limit",
-            "1",
-            "--log-dir",
-            str(tmp_path / "logs"),
-            "--display",
-            "none",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    [log] = list_eval_logs(str(tmp_path / "logs"))
-    assert read_eval_log(log.name).samples[0].metadata["condition"] == "title_abstract"
