@@ -17,8 +17,20 @@ from typing import Any
 
 import numpy as np
 
-# statsmodels (with scipy.stats, about a second) is imported where it is used: the tasks are
-# imported by every ``inspect`` command that looks up a name, and most never compute an interval
+
+def load_libraries() -> None:
+    """Import scikit-learn, scipy.stats and statsmodels, which the metrics use: the tasks call
+    this when they make their metrics (:meth:`med_evals.study.Study.metric_set`).
+
+    Not when the package loads: every ``inspect`` command that looks a name up loads the
+    package's tasks, and these take about 2 s. Nor at first use, which is in the middle of a
+    run (Inspect computes metrics as samples finish): imported while the embedded model was
+    decoding, they slowed the README's main job from 56-59 s to 72-79 s of evaluation.
+    """
+    import scipy.stats  # noqa: F401
+    import sklearn.metrics  # noqa: F401
+    import statsmodels.stats.proportion  # noqa: F401
+
 
 ALPHA_95 = 0.05
 #: The study's z (its ``_normal_approx_ci`` uses 1.96, not 1.959964...).

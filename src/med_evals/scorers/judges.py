@@ -22,7 +22,7 @@ from inspect_ai.solver import TaskState
 
 from med_evals.reference import reference_text
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.stats import proportion_with_intervals
+from med_evals.stats import load_libraries, proportion_with_intervals
 
 GRADER_ROLE = "grader"
 JUDGE_FAILURE = "JUDGE_FAILURE"
@@ -169,6 +169,7 @@ def plausibility_summary() -> Metric:
 @metric
 def detectability() -> Metric:
     """Share of trials where the grader named the edited abstract (0.5: indistinguishable)."""
+    load_libraries()  # scipy's binomial test: imported now, not in the middle of the run
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         vals = score_values(scores)
