@@ -16,21 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-
-
-def load_libraries() -> None:
-    """Import scikit-learn, scipy.stats and statsmodels, which the metrics use: the tasks call
-    this when they make their metrics (:meth:`med_evals.study.Study.metric_set`).
-
-    Not when the package loads: every ``inspect`` command that looks a name up loads the
-    package's tasks, and these take about 2 s. Nor at first use, which is in the middle of a
-    run (Inspect computes metrics as samples finish): imported while the embedded model was
-    decoding, they slowed the README's main job from 56-59 s to 72-79 s of evaluation.
-    """
-    import scipy.stats  # noqa: F401
-    import sklearn.metrics  # noqa: F401
-    import statsmodels.stats.proportion  # noqa: F401
-
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.proportion import proportion_confint
 
 ALPHA_95 = 0.05
 #: The study's z (its ``_normal_approx_ci`` uses 1.96, not 1.959964...).
@@ -52,8 +39,6 @@ def wilson_interval(p: float, n: int) -> tuple[float, float]:
     """95% Wilson score interval for a proportion p observed over n trials."""
     if n == 0 or p is None or math.isnan(p):
         return (math.nan, math.nan)
-    from statsmodels.stats.proportion import proportion_confint
-
     lo, hi = proportion_confint(p * n, n, alpha=ALPHA_95, method="wilson")
     return (float(lo), float(hi))
 
@@ -83,8 +68,6 @@ def mcnemar_exact(correct_a: Sequence[int], correct_b: Sequence[int]) -> dict[st
     if a.shape != b.shape:
         raise ValueError("paired correctness vectors differ in length")
     table = [[int(np.sum(a & b)), int(np.sum(a & ~b))], [int(np.sum(~a & b)), int(np.sum(~a & ~b))]]
-    from statsmodels.stats.contingency_tables import mcnemar
-
     res = mcnemar(table, exact=True)
     return {
         "n": int(a.size),

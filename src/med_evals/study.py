@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from med_evals._compat import with_metrics
-from med_evals.stats import load_libraries
 
 if TYPE_CHECKING:
     from inspect_ai.scorer import Metric, Scorer
@@ -212,7 +211,6 @@ class Study:
         self, full: bool, task_args: Mapping[str, Any] | None = None, **options: Any
     ) -> list[Metric | dict[str, list[Metric]]]:
         """The scorer's metrics for a run with ``task_args`` (its label set), handed this spec."""
-        load_libraries()  # now, not in the middle of the run
         label_set = self.label_set_name(task_args) if self.label_arg else None
         return self.metrics(self, full=full, label_set=label_set, **options)
 

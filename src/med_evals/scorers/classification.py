@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, metric
+from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
 from med_evals.scorers.labels import ERROR, INVALID
 from med_evals.scorers.score_table import rows_of, table_of
@@ -69,21 +70,13 @@ def encode(
     return g, p
 
 
-# scikit-learn is imported where it is used: with scipy.stats it takes about a second, which
-# every ``inspect`` command that loads this package's tasks (to find a name) would pay
-
-
 def _accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
-    from sklearn.metrics import accuracy_score
-
     return float(accuracy_score(g, p)) if len(g) else math.nan
 
 
 def f1_per_label_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarray:
     """The F1 of each code ``0 .. n_labels - 1`` (``zero_division=0``): the one F1 computation;
     macro-F1 is their mean, as scikit-learn's ``f1_score(average="macro")``."""
-    from sklearn.metrics import precision_recall_fscore_support
-
     return np.asarray(
         precision_recall_fscore_support(
             g, p, labels=list(range(n_labels)), average=None, zero_division=0
@@ -157,8 +150,6 @@ def macro_f1_by_codes(
     names: Sequence[str] | np.ndarray, group_codes: np.ndarray, g: np.ndarray, p: np.ndarray, k: int
 ) -> dict[str, float]:
     """:func:`macro_f1_by_group` of integer-coded groups and labels (the k labels: 0..k-1)."""
-    from sklearn.metrics import precision_recall_fscore_support
-
     width = int(max(g.max(), p.max())) + 1
     joint_labels = [i * width + c for i in range(len(names)) for c in range(k)]
     f1 = precision_recall_fscore_support(
@@ -219,8 +210,6 @@ def confusion_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, in
     cols = [*labels, INVALID, ERROR]
     if not values:
         return {}
-    from sklearn.metrics import confusion_matrix
-
     g, p = label_codes(values, cols)
     cm = confusion_matrix(g, p, labels=list(range(len(cols))))
     return {f"{g}>{p}": int(cm[i, j]) for i, g in enumerate(labels) for j, p in enumerate(cols)}
@@ -250,8 +239,6 @@ def binary_estimates(
         p = np.fromiter((codes.get(x, 2) for x in y_pred), dtype=np.int64, count=n)
         if (t == 2).any() or (p == 2).any():
             raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
-        from sklearn.metrics import confusion_matrix
-
         cm = confusion_matrix(t, p, labels=[0, 1])
         # accuracy_score's value (correct / n) from the confusion matrix's diagonal, and
         # macro-F1 as every study's (the mean of the F1 of each label: :func:`_macro_f1_codes`)

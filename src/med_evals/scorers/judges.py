@@ -19,10 +19,11 @@ from typing import Any
 from inspect_ai.model import ChatMessage, ChatMessageAssistant, ChatMessageUser, Model, get_model
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
+from scipy.stats import binomtest
 
 from med_evals.reference import reference_text
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.stats import load_libraries, proportion_with_intervals
+from med_evals.stats import proportion_with_intervals
 
 GRADER_ROLE = "grader"
 JUDGE_FAILURE = "JUDGE_FAILURE"
@@ -169,7 +170,6 @@ def plausibility_summary() -> Metric:
 @metric
 def detectability() -> Metric:
     """Share of trials where the grader named the edited abstract (0.5: indistinguishable)."""
-    load_libraries()  # scipy's binomial test: imported now, not in the middle of the run
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         vals = score_values(scores)
@@ -180,7 +180,7 @@ def detectability() -> Metric:
             "detect_rate": pr["p"],
             "detect_wilson_lo": pr["wilson"][0],
             "detect_wilson_hi": pr["wilson"][1],
-            "p_value_vs_chance": _binomtest(hits, len(judged), 0.5).pvalue if judged else math.nan,
+            "p_value_vs_chance": binomtest(hits, len(judged), 0.5).pvalue if judged else math.nan,
             "judge_failures": len(vals) - len(judged),
             "n": len(vals),
         }
@@ -323,10 +323,3 @@ def conclusion_agreement(
         )
 
     return score
-
-
-def _binomtest(k: int, n: int, p: float) -> Any:
-    """scipy's exact binomial test (scipy.stats imported on first use: it takes about a second)."""
-    from scipy.stats import binomtest
-
-    return binomtest(k, n, p)
