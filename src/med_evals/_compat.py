@@ -75,12 +75,14 @@ class InputError(ValueError, PrerequisiteError):
         ValueError.__init__(self, message)
         # Inspect prints the message with rich markup: escape brackets such as "[methods]"
         self.message = escape(f"med_evals: {message}")
-        _install_excepthook()
+        install_excepthook()
 
 
-def _install_excepthook() -> None:
-    """Put :func:`_print_uncaught_input_error` in front of the current ``sys.excepthook``
-    (once: a hook already ours is left alone)."""
+def install_excepthook() -> None:
+    """Put :func:`_print_uncaught_input_error` and :func:`unknown_provider_message` in front of
+    the current ``sys.excepthook`` (once: a hook already ours is left alone). Called when an
+    InputError is made, and when Inspect loads this package's entry point (which it does when a
+    name it looks up, a task or a provider, is not among its own: a misspelt ``--model``)."""
     current = sys.excepthook
     if getattr(current, "_med_evals_input_errors", False):
         return
@@ -100,13 +102,6 @@ def _install_excepthook() -> None:
 def _print_uncaught_input_error(ex: InputError) -> None:
     """``med_evals: <message>`` on stderr (the interpreter then exits 1, as Inspect's would)."""
     print(f"med_evals: {ex}", file=sys.stderr, flush=True)
-
-
-def install_excepthook() -> None:
-    """Called when Inspect loads this package's entry point: Inspect does so when a name it
-    looks up (a task, a provider) is not among its own, so a misspelt ``--model`` provider
-    reaches the hook (:func:`unknown_provider_message`)."""
-    _install_excepthook()
 
 
 #: Inspect's message for a provider it does not know (``get_model``)
