@@ -34,18 +34,6 @@ def gguf():
         pytest.skip(str(ex.message))
 
 
-@pytest.fixture(scope="module")
-def model_cache(tmp_path_factory):
-    """One cache directory for the module: the GGUF is converted once, by the first load."""
-    return tmp_path_factory.mktemp("embedded-cache")
-
-
-@pytest.fixture
-def shared_cache(model_cache, monkeypatch):
-    monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(model_cache))
-    return model_cache
-
-
 def test_unknown_names_and_args_are_explained(gguf):
     with pytest.raises(PrerequisiteError):
         get_model("embedded/no-such-model")
@@ -70,43 +58,40 @@ def test_data_are_checked_before_the_model_loads(gguf, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_cache_holds_the_tokenizer_and_configuration_only(gguf, shared_cache, monkeypatch):
-    """The first load caches a few MB (tokenizer, configuration); the weights are read from the
-    GGUF at each load, never written out (the float32 copy was 542 MB)."""
-    assert not (shared_cache / "embedded").exists()  # this test loads first
-    embedded_runtime.TransformersRuntime(gguf, None, "float32")
-    (cached,) = (shared_cache / "embedded").iterdir()
-    files = {f.name: f.stat().st_size for f in cached.iterdir()}
-    assert {"config.json", "tokenizer.json"} <= set(files)
-    assert not [f for f in files if f.endswith((".safetensors", ".bin"))]
-    assert sum(files.values()) < 10e6
-
-    def no_second_conversion(*args):
-        raise AssertionError("converted again")
-
-    monkeypatch.setattr(embedded_runtime, "_cache_tokenizer_and_config", no_second_conversion)
-    # reads the cache; loaded as the provider loads it, so the tests after this one share it
-    again = embedded_runtime.load_runtime(gguf, "transformers", None, "float32")
-    assert again.tokenizer.eos_token == "<|im_end|>"
-
-
-@pytest.mark.slow
-def test_weights_are_transformers_own_reading_of_the_gguf(gguf, shared_cache):
-    """The GGUF read here gives exactly the weights (and buffers) of transformers' GGUF loader."""
+def test_the_gguf_read_here_is_transformers_own_reading(gguf):
+    """The configuration, tokens, weights and buffers read here are exactly those of
+    transformers' GGUF loader (``from_pretrained(gguf_file=...)``)."""
     import torch
     import transformers
 
     # the runtime the provider loads (once per process: the earlier tests' load, if any)
-    ours = embedded_runtime.load_runtime(gguf, "transformers", None, "float32").model
+    runtime = embedded_runtime.load_runtime(gguf, "transformers", None, "float32")
+    ours = runtime.model
+    kw = {"gguf_file": gguf.name, "local_files_only": True}
     theirs = transformers.AutoModelForCausalLM.from_pretrained(
-        gguf.parent, gguf_file=gguf.name, dtype=torch.float32, local_files_only=True
+        gguf.parent, dtype=torch.float32, **kw
     )
+    # besides what from_pretrained notes of its arguments: the path, and that it read a GGUF
+    noted = ("_name_or_path", "quantization_config")
+    mine, their = ({k: v for k, v in m.config.to_dict().items() if k not in noted}
+                   for m in (ours, theirs))
+    assert mine == their and "quantization_config" in theirs.config.to_dict()
     a, b = ours.state_dict(), theirs.state_dict()
     assert a.keys() == b.keys()
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert ours.lm_head.weight.data_ptr() == ours.model.embed_tokens.weight.data_ptr()  # tied
     for (name, x), (_, y) in zip(ours.named_buffers(), theirs.named_buffers(), strict=True):
         assert torch.equal(x, y), name
+    # given the configuration, AutoTokenizer chooses its class without reading the GGUF again
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gguf.parent, config=theirs.config, **kw)
+    for prompt in _prompts():
+        messages = [{"role": m.role, "content": m.text} for m in prompt]
+        for reply in ([], [{"role": "assistant", "content": "POSITIVE"}]):
+            ids = [
+                t.apply_chat_template(messages + reply, add_generation_prompt=not reply)
+                for t in (runtime.tokenizer, tokenizer)
+            ]
+            assert ids[0] == ids[1]
 
 
 def test_unpermute_undoes_llama_cpps_query_key_permutation():
@@ -139,7 +124,7 @@ def _prompts():
 
 
 @pytest.mark.slow
-def test_batching_gives_the_greedy_tokens_of_one_at_a_time(gguf, shared_cache):
+def test_batching_gives_the_greedy_tokens_of_one_at_a_time(gguf):
     """Left padding and per-row stopping change nothing: same replies, token counts and stop
     reasons as one request at a time."""
     one = get_model("embedded/smollm2-135m", batch_size=1, progress=0)
@@ -178,9 +163,8 @@ def test_batching_gives_the_greedy_tokens_of_one_at_a_time(gguf, shared_cache):
 
 
 @pytest.mark.slow
-def test_the_oncology_task_runs_on_the_embedded_model(gguf, shared_cache, tmp_path, monkeypatch):
+def test_the_oncology_task_runs_on_the_embedded_model(gguf, tmp_path, monkeypatch):
     install_fixture(tmp_path, monkeypatch)
-    monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(shared_cache))
     logs = []
     for run in (1, 2):  # the second run reuses the model loaded by the first
         (log,) = inspect_eval(
@@ -211,7 +195,7 @@ def test_the_oncology_task_runs_on_the_embedded_model(gguf, shared_cache, tmp_pa
 
 
 @pytest.mark.slow
-def test_replies_are_capped_and_the_cap_is_announced_and_logged(gguf, shared_cache, caplog):
+def test_replies_are_capped_and_the_cap_is_announced_and_logged(gguf, caplog):
     model = get_model("embedded/smollm2-135m", max_tokens_cap=3, progress=0)
     config = GenerateConfig(temperature=0, max_tokens=12)
     with caplog.at_level(logging.WARNING, logger=embedded.__name__):
@@ -244,7 +228,7 @@ LABELS = ("POSITIVE", "NEGATIVE")
 
 
 @pytest.mark.slow
-def test_choices_reply_with_the_likelier_whole_reply(gguf, shared_cache):
+def test_choices_reply_with_the_likelier_whole_reply(gguf):
     """With choices the reply is the choice of highest log-probability as a whole reply; each
     log-probability is that of the chat template's reply tokens and end of turn, computed in one
     pass over prompt and reply (checked here against that direct computation)."""

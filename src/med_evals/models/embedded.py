@@ -7,10 +7,9 @@ an architecture transformers reads is named by its path: ``embedded/path/to/mode
 
 Model args (``-M name=value``):
 
-- ``runtime``: ``transformers`` (default: the GGUF's weights de-quantised to float32, torch runs
-  them; the tokenizer, configuration and a tensor index are cached under the med_evals cache
-  directory, 3.5 MB) or ``llama_cpp`` (llama-cpp-python on the quantised GGUF; one request at a
-  time).
+- ``runtime``: ``transformers`` (default: the GGUF's weights de-quantised to float32 at each
+  load, torch runs them; nothing is written to disk) or ``llama_cpp`` (llama-cpp-python on the
+  quantised GGUF; one request at a time).
 - ``dtype``: ``float32`` (default) or ``bfloat16`` (transformers only).
 - ``batch_size``: at most this many concurrent greedy requests are decoded together in one
   ``generate`` call, left-padded, each stopping at its own end-of-sequence token or stop string
