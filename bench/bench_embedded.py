@@ -4,12 +4,12 @@ several in flight (as Inspect sends them during an eval).
     python bench/bench_embedded.py                       # concurrency 1 and 8, 8 prompts
     python bench/bench_embedded.py --concurrency 1,4,8 --max-tokens 64 -M dtype=bfloat16
 
-Prints: the first call (it includes loading the model: converting the GGUF on a first run, then
-reading the cached conversion), then for each concurrency the output tokens per second over the
-same oncology-like prompts (the study's system prompt and a ~300-token title and abstract;
-generation stops at the end-of-sequence token or at ``--max-tokens``), whether the replies are
-the same as at concurrency 1 (greedy: they should be), and the machine's load average (other
-processes share the CPU; compare figures taken under similar load).
+Prints: the first call (it includes loading the model), then for each concurrency the output
+tokens per second over the same oncology-like prompts (the study's system prompt and a
+~300-token title and abstract; generation stops at the end-of-sequence token or at
+``--max-tokens``), whether the replies are the same as at concurrency 1 (greedy: they should
+be), and the machine's load average (other processes share the CPU; compare figures taken under
+similar load).
 
 ``--fixtures`` runs the prompts of the shipped fixtures (datasets/fixtures: oncology title and
 abstract, MedEvidence evidence and closed book, MedREQAL and HealthFC chat prompts) in float32
@@ -20,10 +20,10 @@ It drives ``get_model("embedded/...")`` only, so it also measures older versions
 ``PYTHONPATH=/path/to/old/src python bench/bench_embedded.py``.
 
 ``--main-job N`` times the README's main job (``med-evals compare``, in a subprocess, with
-``MED_EVALS_DATA_DIR`` as set or ``../shared/datasets``) N times: a first run on an empty model
-cache, then a later run on that cache, each round printing the whole command's time, the
-command's evaluation line (Inspect's eval, model load included; the embedded run's own time from
-its log) and the load average before and after.
+``MED_EVALS_DATA_DIR`` as set or ``../shared/datasets``) N times, each with an empty
+``MED_EVALS_CACHE_DIR`` (nothing of the model is cached anyway), printing the whole command's
+time, the command's evaluation line (Inspect's eval, model load included; the embedded run's
+own time from its log) and the load average before and after.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ async def run(model, batch, config: GenerateConfig, concurrency: int):  # noqa: 
 
 
 def main_job(rounds: int) -> None:
-    """The README's main job, first run (empty model cache) and later run, ``rounds`` times."""
+    """The README's main job, ``rounds`` times, each as on a fresh machine (an empty cache)."""
     import re
     import subprocess
     import sys
@@ -154,25 +154,23 @@ def main_job(rounds: int) -> None:
     for r in range(1, rounds + 1):
         with tempfile.TemporaryDirectory() as tmp:
             env["MED_EVALS_CACHE_DIR"] = str(Path(tmp) / "cache")
-            for run in ("first run", "later run"):
-                before = os.getloadavg()[0]
-                started = time.monotonic()
-                done = subprocess.run(
-                    [sys.executable, "-m", "med_evals.cli", "compare", "--log-dir",
-                     str(Path(tmp) / run.replace(" ", "-"))],
-                    env=env, capture_output=True, text=True, check=False,
-                )
-                seconds = time.monotonic() - started
-                lines = done.stdout.splitlines()
-                line = next((x for x in lines if x.startswith("evaluation:")), "")
-                if done.returncode:
-                    line = f"failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
-                print(
-                    f"round {r}, {run}: command {seconds:.0f} s; "
-                    f"{re.sub(' for all runs', '', line)}; "
-                    f"load average {before:.2f} -> {os.getloadavg()[0]:.2f}",
-                    flush=True,
-                )
+            before = os.getloadavg()[0]
+            started = time.monotonic()
+            done = subprocess.run(
+                [sys.executable, "-m", "med_evals.cli", "compare", "--log-dir",
+                 str(Path(tmp) / "logs")],
+                env=env, capture_output=True, text=True, check=False,
+            )
+            seconds = time.monotonic() - started
+            lines = done.stdout.splitlines()
+            line = next((x for x in lines if x.startswith("evaluation:")), "")
+            if done.returncode:
+                line = f"failed ({done.returncode}): {done.stderr.strip().splitlines()[-1:]}"
+            print(
+                f"run {r}: command {seconds:.0f} s; {re.sub(' for all runs', '', line)}; "
+                f"load average {before:.2f} -> {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
 
 
 async def main() -> None:

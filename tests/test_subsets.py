@@ -23,6 +23,7 @@ def test_stored_subsets_are_stratified_and_sized():
     assert (len(smoke.ids), len(ci.ids)) == (20, 100)
     assert smoke.revision == "1ddaa9fc5a2b6f7da64714859bf51a7b9a70dc77"
     assert len(load_subset("medevidence", "smoke").ids) == 20
+    assert len(load_subset("oncology_rct", "compare").ids) == 12  # the main job's trials
     with pytest.raises(DatasetError, match="no subset 'nightly' for task oncology_rct"):
         load_subset("oncology_rct", "nightly")
 
@@ -38,6 +39,22 @@ def test_subset_selects_the_stored_trials(shared_datasets):
     assert labels == {"POSITIVE": 12, "NEGATIVE": 8}
     me = medevidence(subset="ci", data_dir=str(shared_datasets))
     assert len(me.dataset) == 100
+
+
+@pytest.mark.parametrize("name", ["smoke", "ci", "compare"])
+def test_stored_oncology_subsets_are_the_draws_they_say(shared_datasets, name):
+    """Each stored subset is what ``med-evals subset make`` draws with its seed and size."""
+    import yaml
+
+    from med_evals.subsets import subset_path
+    from med_evals.tasks.oncology_rct import subset_source
+
+    stored = yaml.safe_load(subset_path("oncology_rct", name).read_text(encoding="utf-8"))
+    revision, strata, _ = subset_source(str(shared_datasets))
+    assert stored["revision"] == revision
+    assert draw_stratified(strata, stored["size"], seed=stored["seed"]) == [
+        str(i) for i in stored["ids"]
+    ]
 
 
 def test_subset_detects_drifted_data(shared_datasets, tmp_path):
