@@ -13,9 +13,11 @@ from inspect_ai.model import ModelOutput, ModelUsage
 
 from med_evals.data import git_blob_sha1_of, sha256_of
 
-# the test processes share the cores (pytest-xdist: one per core): OpenMP's idle threads in
-# torch (BERTScore, the embedded model) sleep instead of spinning on a core another process
-# needs, as the embedded runtime sets it when it imports torch first (docs/models.md)
+# the test processes share the cores (pytest-xdist: one per core): torch (BERTScore, the
+# embedded model) runs one thread per process, as a thread of its own waiting for a core the
+# other process holds stalls the rest at each of its joins; idle OpenMP threads sleep instead of
+# spinning (as the embedded runtime sets it when it imports torch first: docs/models.md)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parents[1]
@@ -68,12 +70,50 @@ def replying(fn: Callable[[str], str | None]) -> Callable:
     return outputs
 
 
+#: the files that load torch models (the embedded model, BERTScore's encoder): one worker runs
+#: them all, so torch, transformers and the models are imported and loaded in one process only
+TORCH_FILES = frozenset({
+    "tests/models/test_embedded.py",
+    "tests/test_compare.py",
+    "tests/tasks/test_medreqal.py",
+    "tests/tasks/test_healthfc.py",
+    "tests/scorers/test_generation.py",
+})
+TORCH_SCOPE = "torch models"
+
+
+def scope_of(path: str) -> str:
+    """The unit pytest-xdist hands to one worker: a test file, or all of :data:`TORCH_FILES`."""
+    return TORCH_SCOPE if path in TORCH_FILES else path
+
+
 def pytest_collection_modifyitems(config, items) -> None:
-    """Files that hold slow tests run first (otherwise in collection order): pytest-xdist's
-    ``--dist loadfile`` gives each file to one worker, so the long files start early and the
-    short ones fill the end, instead of a long file starting last while the other worker idles."""
-    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow_files)  # a stable sort
+    """The units with the most slow tests run first (otherwise in collection order): each unit
+    goes to one worker (:func:`pytest_xdist_make_scheduler`), so the long ones start early and
+    the short ones fill the end, instead of a long one starting last while the other worker
+    idles."""
+    slow: dict[str, int] = {}
+    for item in items:
+        if item.get_closest_marker("slow"):
+            unit = scope_of(item.nodeid.split("::", 1)[0])
+            slow[unit] = slow.get(unit, 0) + 1
+    items.sort(key=lambda item: -slow.get(scope_of(item.nodeid.split("::", 1)[0]), 0))  # stable
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """pytest-xdist's ``--dist loadfile`` with :data:`TORCH_FILES` as one unit, and the units in
+    the order :func:`pytest_collection_modifyitems` left them (xdist would otherwise reorder
+    them by their number of tests)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class TorchTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid.split("::", 1)[0])
+
+    config.option.loadscopereorder = False
+    return TorchTogether(config, log)
 
 
 @pytest.fixture
