@@ -2,11 +2,14 @@
 
 Each kind of failure runs the real command in a subprocess (as a user would), outside the
 checkout: a bad parameter, a bad data file, a missing dataset, a bad replay file (when the model
-is created and when the task is built), a failed run, a misspelt parameter, ``--limit 0``. The
-other messages of a kind already run so are checked in process (:func:`in_process_error`: the
-same ``-T`` parsing, task build and model, without a new interpreter's 5 s of imports).
+is created and when the task is built), a failed run (``inspect eval``), a misspelt parameter.
+The other messages of a kind already run so are checked in process (:func:`in_process_error`:
+the same ``-T`` parsing, task build and model, without a new interpreter's 5 s of imports), as
+are ``inspect eval-set``'s verdict on a failed run and the ``--limit 0`` notice, which come from
+Inspect's ``eval_set()`` and from the hook that runs after every eval.
 """
 
+import contextvars
 import json
 import os
 import subprocess
@@ -15,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
+from inspect_ai import eval_set
 from inspect_ai._cli.util import parse_cli_config
 from inspect_ai.log import list_eval_logs, read_eval_log
 
@@ -132,7 +136,8 @@ def recording(tmp: Path, rows: list[dict]) -> Path:
 
 @pytest.mark.slow
 def test_a_failed_run_exits_non_zero_with_the_documented_command(tmp_path):
-    """`inspect eval` exits 0 even when its log's status is error; `inspect eval-set` does not.
+    """`inspect eval` exits 0 even when its log's status is error; `inspect eval-set` does not
+    (its eval_set() reports the failure, which the command turns into exit 1).
 
     docs/ci.md recommends `inspect eval-set --retry-attempts 0` (and `med-evals regress`) for
     CI; this is the case it guards against: a replay file that lacks a record.
@@ -147,9 +152,15 @@ def test_a_failed_run_exits_non_zero_with_the_documented_command(tmp_path):
     assert (log.eval.task_registry_name, log.eval.task_file) == (ONCOLOGY, None)
     assert log.status == "error" and "sample 'doi_only-001', epoch 1 (no record)" in out
     assert code == 0  # Inspect's behaviour, hence the recommendation below
-    code, out = inspect_cmd(tmp_path, "eval-set", *args, "--retry-attempts", "0", "--log-dir", "s")
-    assert code == 1, out
-    assert "Did not successfully complete all tasks" in out
+    # `inspect eval-set` exits 1 when its eval_set() reports failure (its command: `ctx.exit(0 if
+    # success else 1)`), run in process; in a context of its own, as a command has: eval_set
+    # leaves the model it ran active in the caller's context
+    success, [log] = contextvars.copy_context().run(
+        eval_set, ONCOLOGY, log_dir=str(tmp_path / "s"), model=f"replay/{replay}",
+        task_args={"trials_file": str(FIXTURE_CSV), "condition": "doi_only"},
+        retry_attempts=0, display="none",
+    )  # fmt: skip
+    assert not success and log.status == "error"
 
 
 def test_provider_errors_raise_fails_the_gate(tmp_path):
@@ -202,16 +213,18 @@ def test_a_misspelt_parameter_stops_the_run(tmp_path):
     assert in_process_error(tmp_path, ONCOLOGY, "conditon=doi_only", trials) == expected
 
 
-@pytest.mark.slow
-def test_limit_0_says_that_nothing_ran(tmp_path):
-    """Inspect runs no sample and exits 0 (nothing of ours can stop it); the run says so."""
-    args = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model"]
-    proc = inspect_run(tmp_path, *args, "--limit", "0", "--display", "none", "--log-dir", "l")
-    [info] = list_eval_logs(str(tmp_path / "l"))
-    log = info.name.removeprefix("file://")
-    assert proc.returncode == 0 and not proc.stdout.strip()
-    assert [line for line in proc.stderr.splitlines() if "med_evals" in line] == [
-        f"med_evals: oncology_rct: 0 samples (--limit 0): nothing was evaluated; log {log}"
+def test_limit_0_says_that_nothing_ran(tmp_path, capfd):
+    """Inspect runs no sample and exits 0 (nothing of ours can stop it); the run says so, on
+    stderr (in process: the hook that says it runs after every eval, as in a command)."""
+    [log] = inspect_eval(
+        ONCOLOGY, task_args={"trials_file": str(FIXTURE_CSV)}, model="mockllm/model", limit=0,
+        display="none", log_dir=str(tmp_path / "l"),
+    )  # fmt: skip
+    out, err = capfd.readouterr()
+    assert log.status == "success" and not out.strip()
+    location = log.location.removeprefix("file://")
+    assert [line for line in err.splitlines() if "med_evals" in line] == [
+        f"med_evals: oncology_rct: 0 samples (--limit 0): nothing was evaluated; log {location}"
     ]
 
 

@@ -1,7 +1,7 @@
-"""The regression gate, ``med-evals baseline`` and the report after a kill, ``inspect log
-recover`` and ``inspect eval-retry``: the finished log of the eval is read, the killed and the
-``-recovered`` log beside it are named as ignored. Loopback only (the fake OpenAI-compatible
-server), bounded."""
+"""The regression gate, ``med-evals baseline`` and the report after a kill (of an ``inspect eval``
+command), ``inspect log recover`` and ``inspect eval-retry`` (in process): the finished log of
+the eval is read, the killed and the ``-recovered`` log beside it are named as ignored. Loopback
+only (the fake OpenAI-compatible server), bounded."""
 
 import signal
 import subprocess
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
+from inspect_ai import eval_retry
 from inspect_ai.log import list_eval_logs, read_eval_log, recover_eval_log
 
 from med_evals.cli import main as cli_main
@@ -59,14 +60,12 @@ def retried(tmp_path_factory):
             # what `inspect log recover <killed>` does, in process (its defaults)
             recovered = killed.removesuffix(".eval") + "-recovered.eval"
             assert recover_eval_log(killed).location.removeprefix("file://") == recovered
-            retry = subprocess.run(
-                [INSPECT, "eval-retry", recovered, "--log-dir", str(logdir), "--display",
-                 "none", "--max-connections", "8"],
-                capture_output=True, text=True, timeout=300,
-            )
+            # what `inspect eval-retry <recovered>` does, in process (the kill needed a process)
+            [retry] = eval_retry(recovered, log_dir=str(logdir), display="none",
+                                 max_connections=8)
     finally:
         mp.undo()
-    assert retry.returncode == 0, retry.stderr[-2000:]
+    assert retry.status == "success", retry.error
     statuses = {
         Path(i.name).name: read_eval_log(i.name, header_only=True).status
         for i in list_eval_logs(str(logdir))

@@ -30,7 +30,8 @@ RUNS = {
 
 #: fewer bootstrap resamples than the command's 1,000 (the gate's decisions here do not hang on
 #: the interval's last digit; test_n_boot_is_an_option checks the default)
-NB = ("--n-boot", "200")
+N_BOOT = 200
+NB = ("--n-boot", str(N_BOOT))
 
 #: trials in the runs' corpus (the fixture's 6, repeated)
 N_TRIALS = 60
@@ -92,17 +93,17 @@ def runs(tmp_path_factory):
 def test_same_and_noise_level_changes_pass(runs, tmp_path):
     baseline = make_baseline([runs["baseline"]])
     assert len(baseline["runs"][0]["samples"]) == N_TRIALS
-    rows, notes = regress(baseline, [runs["same"]], n_boot=300)
+    rows, notes = regress(baseline, [runs["same"]], n_boot=N_BOOT)
     assert notes == [] and {r.verdict for r in rows} <= {"ok", "info"}
     acc = next(r for r in rows if r.metric == "accuracy_valid")
     assert acc.old == acc.new == pytest.approx(0.9)  # one wrong in 10
-    rows, _ = regress(baseline, [runs["slightly"]], n_boot=300)
+    rows, _ = regress(baseline, [runs["slightly"]], n_boot=N_BOOT)
     assert not [r for r in rows if r.verdict == "REGRESSION"]
 
 
 @pytest.mark.slow
 def test_a_real_drop_is_a_regression(runs):
-    rows, _ = regress(make_baseline([runs["baseline"]]), [runs["worse"]], n_boot=300)
+    rows, _ = regress(make_baseline([runs["baseline"]]), [runs["worse"]], n_boot=N_BOOT)
     verdicts = {r.metric: r.verdict for r in rows}
     # the oncology headline: the study's metrics over valid predictions, and the valid rate
     assert set(verdicts) == {"valid_rate", "accuracy_valid", "macro_f1_valid"}
