@@ -16,7 +16,6 @@ every vocabulary entry, twice), which GGUFs of other architectures go through.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import sys
 import threading
@@ -28,8 +27,6 @@ from typing import Any, Literal
 from inspect_ai.model import GenerateConfig
 
 from med_evals._compat import PrerequisiteError
-
-logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TOKENS = 256
 DTYPES = ("float32", "bfloat16")
@@ -54,10 +51,6 @@ class Generation:
     stop_reason: Literal["stop", "max_tokens"]
     #: with choices: each choice's log-probability as the whole reply (end of turn included)
     choice_logprobs: dict[str, float] | None = None
-
-
-def _size_mb(path: Path) -> float:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) / 1e6
 
 
 def batch_key(request: Request) -> tuple[Any, ...] | None:
