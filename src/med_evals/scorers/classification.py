@@ -85,11 +85,16 @@ def f1_per_label_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarra
     )
 
 
+def macro_of(f1_per_label: np.ndarray) -> float:
+    """Macro-F1 from the F1 of each label (:func:`f1_per_label_codes`): their mean."""
+    return float(np.mean(f1_per_label))
+
+
 def _macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
     """Macro-F1 over codes ``0 .. n_labels - 1`` (``zero_division=0``; NaN for no samples)."""
     if not len(g):
         return math.nan
-    return float(np.mean(f1_per_label_codes(g, p, n_labels)))
+    return macro_of(f1_per_label_codes(g, p, n_labels))
 
 
 def accuracy_score_of(gold: Sequence[str], pred: Sequence[str]) -> float:
@@ -241,12 +246,12 @@ def binary_estimates(
             raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
         cm = confusion_matrix(t, p, labels=[0, 1])
         # accuracy_score's value (correct / n) from the confusion matrix's diagonal, and
-        # macro-F1 as every study's (the mean of the F1 of each label: :func:`_macro_f1_codes`)
-        # from one call of the F1 computation: the regression gate's bootstrap calls this
-        # function twice per resample, and scikit-learn's input checks dominate its time
+        # macro-F1 (:func:`macro_of`, as every study's) and the F1 of labels[0] from one call of
+        # the F1 computation: the regression gate's bootstrap calls this function twice per
+        # resample, and scikit-learn's input checks dominate its time
         acc = float(np.trace(cm) / n)
         f1 = f1_per_label_codes(t, p, 2)
-        f1m, f1p = float(np.mean(f1)), float(f1[0])
+        f1m, f1p = macro_of(f1), float(f1[0])
     tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
     return {
         "n": n,
