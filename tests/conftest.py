@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -82,8 +83,9 @@ TORCH_FILES = frozenset({
 TORCH_SCOPE = "torch models"
 
 
-def scope_of(path: str) -> str:
-    """The unit pytest-xdist hands to one worker: a test file, or all of :data:`TORCH_FILES`."""
+def scope_of(nodeid: str) -> str:
+    """The unit pytest-xdist hands a test to: its file, or all of :data:`TORCH_FILES`."""
+    path = nodeid.split("::", 1)[0]
     return TORCH_SCOPE if path in TORCH_FILES else path
 
 
@@ -92,12 +94,8 @@ def pytest_collection_modifyitems(config, items) -> None:
     goes to one worker (:func:`pytest_xdist_make_scheduler`), so the long ones start early and
     the short ones fill the end, instead of a long one starting last while the other worker
     idles."""
-    slow: dict[str, int] = {}
-    for item in items:
-        if item.get_closest_marker("slow"):
-            unit = scope_of(item.nodeid.split("::", 1)[0])
-            slow[unit] = slow.get(unit, 0) + 1
-    items.sort(key=lambda item: -slow.get(scope_of(item.nodeid.split("::", 1)[0]), 0))  # stable
+    slow = Counter(scope_of(item.nodeid) for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[scope_of(item.nodeid)])  # a stable sort
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -110,7 +108,7 @@ def pytest_xdist_make_scheduler(config, log):
 
     class TorchTogether(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return scope_of(nodeid.split("::", 1)[0])
+            return scope_of(nodeid)
 
     config.option.loadscopereorder = False
     return TorchTogether(config, log)

@@ -18,10 +18,10 @@ from med_evals.cli import main as cli_main
 from med_evals.report import build_report
 
 from .oncology_support import big_fixture_csv, install_fixture
+from .support import NB
 from .support.fake_openai import FakeOpenAIServer
 
 INSPECT = str(Path(sys.executable).parent / "inspect")
-NB = ("--n-boot", "200")  # fewer resamples than the default: no decision here hangs on them
 pytestmark = pytest.mark.slow  # subprocesses and a kill
 
 

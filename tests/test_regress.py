@@ -16,6 +16,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
 from .oncology_support import big_fixture_csv, install_fixture
+from .support import N_BOOT, NB
 
 #: each run's 'model' (a wrong reply every N calls; -1: no reply parses) and condition
 RUNS = {
@@ -27,11 +28,6 @@ RUNS = {
     "invalid": (-1, "title_abstract"),  # no reply parses to a label
 }
 
-
-#: fewer bootstrap resamples than the command's 1,000 (the gate's decisions here do not hang on
-#: the interval's last digit; test_n_boot_is_an_option checks the default)
-N_BOOT = 200
-NB = ("--n-boot", str(N_BOOT))
 
 #: trials in the runs' corpus (the fixture's 6, repeated)
 N_TRIALS = 60
