@@ -3,17 +3,27 @@
 Every missing value prints as one mark, :data:`MISSING`. A table wider than
 :data:`MAX_COLUMNS` is split into parts that repeat its key columns, and the HTML wraps long
 cell text, so every table fits a 1,280-pixel page.
+
+Every text of every block (headings, paragraphs, captions, column names, cells) is escaped when
+it is rendered, whoever wrote it (a model name from a log or a sentence of ours):
+:func:`med_evals.safe_text.markdown_text` in report.md (it renders as the literal text, never
+as HTML, a link, emphasis or a table row) and :func:`med_evals.safe_text.html_text` in
+report.html, both making control characters visible (``\\x1b``, ``\\u202e``). Our own formatting
+is the block's kind: a heading, a note, a warning (a quote in Markdown), a table's caption (in
+italics), never markup inside a text.
 """
 
 from __future__ import annotations
 
 import base64
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
+
+from med_evals.safe_text import html_text, markdown_text
 
 #: The one mark for a missing value: no valid prediction, not run, not applicable.
 MISSING = "—"
@@ -44,7 +54,7 @@ figcaption { font-size: .85rem; color: #57606a; }
 
 def cell_html(text: str) -> str:
     """Escaped cell text that may wrap after ``_``, ``/`` and ``=`` (long names, paths)."""
-    out = html.escape(text)
+    out = html_text(text)
     for sep in ("_", "/", "="):
         out = out.replace(sep, sep + "<wbr>")
     return out
@@ -131,26 +141,31 @@ class Document:
     # --- rendering ------------------------------------------------------------------------
 
     def markdown(self, base: Path) -> str:
-        out = [f"# {self.title}", ""]
+        """The document as Markdown: every text escaped (:func:`markdown_text`)."""
+        out = [f"# {markdown_text(self.title)}", ""]
         for block in self.blocks:
             kind = block[0]
             if kind in ("h2", "h3"):
-                out += [("## " if kind == "h2" else "### ") + block[1], ""]
-            elif kind in ("p", "note", "warn"):
-                out += [("> " if kind == "warn" else "") + block[1], ""]
+                out += [("## " if kind == "h2" else "### ") + markdown_text(block[1]), ""]
+            elif kind in ("p", "note"):
+                out += [markdown_text(block[1], one_line=False), ""]
+            elif kind == "warn":
+                lines = markdown_text(block[1], one_line=False).split("\n")
+                out += [("> " + line).rstrip() for line in lines] + [""]
             elif kind == "table":
                 rows, caption = block[1], block[2]
                 cols = list(rows[0])
-                if caption:
-                    out += [f"*{caption}*", ""]
-                out.append("| " + " | ".join(cols) + " |")
+                if caption.strip():
+                    out += [f"*{markdown_text(caption.strip())}*", ""]
+                out.append("| " + " | ".join(markdown_text(c) for c in cols) + " |")
                 out.append("|" + "---|" * len(cols))
                 for r in rows:
-                    cells = [fmt(r.get(c)).replace("|", "\\|") for c in cols]
-                    out.append("| " + " | ".join(cells) + " |")
+                    out.append("| " + " | ".join(markdown_text(fmt(r.get(c))) for c in cols) + " |")
                 out.append("")
             elif kind == "img":
-                out += [f"![{block[2]}]({block[1].relative_to(base).as_posix()})", ""]
+                # parentheses too, so no text of the caption reads as the figure's link
+                alt = markdown_text(block[2]).replace("(", "\\(").replace(")", "\\)")
+                out += [f"![{alt}]({quote(block[1].relative_to(base).as_posix())})", ""]
         return "\n".join(out)
 
     def html(self) -> str:
@@ -158,19 +173,19 @@ class Document:
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{html.escape(self.title)}</title><style>{CSS}</style></head><body>",
-            f"<h1>{html.escape(self.title)}</h1>",
+            f"<title>{html_text(self.title)}</title><style>{CSS}</style></head><body>",
+            f"<h1>{html_text(self.title)}</h1>",
         ]
         for block in self.blocks:
             kind = block[0]
             if kind in ("h2", "h3"):
-                parts.append(f"<{kind}>{html.escape(block[1])}</{kind}>")
+                parts.append(f"<{kind}>{html_text(block[1])}</{kind}>")
             elif kind in ("p", "note", "warn"):
-                parts.append(f'<p class="{kind}">{html.escape(block[1])}</p>')
+                parts.append(f'<p class="{kind}">{html_text(block[1])}</p>')
             elif kind == "table":
                 rows, caption = block[1], block[2]
                 cols = list(rows[0])
-                cap = f"<caption>{html.escape(caption)}</caption>" if caption else ""
+                cap = f"<caption>{html_text(caption)}</caption>" if caption else ""
                 head = "".join(f"<th>{cell_html(c)}</th>" for c in cols)
                 body = "".join(
                     "<tr>"
@@ -183,7 +198,7 @@ class Document:
                 )
             elif kind == "img":
                 data = base64.b64encode(block[1].read_bytes()).decode("ascii")
-                alt = html.escape(block[2])
+                alt = html_text(block[2])
                 parts.append(
                     f'<figure><img alt="{alt}" src="data:image/png;base64,{data}">'
                     f"<figcaption>{alt}</figcaption></figure>"

@@ -1,6 +1,7 @@
 """Matplotlib figures for the report (Agg backend, PNG files, fixed metadata so the files are
 byte-stable). A figure with nothing to draw is not drawn: the functions return None and the
-report says why instead of showing empty axes."""
+report says why instead of showing empty axes. Every text is drawn as it reads (:func:`plain`):
+never as matplotlib's math."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from med_evals.report.document import MISSING  # noqa: E402
+from med_evals.safe_text import terminal  # noqa: E402
 
 DPI = 100
 #: Figures fit the report's 1,180-pixel column at this DPI.
@@ -27,7 +29,14 @@ def _finite(x: float | None) -> bool:
     return x is not None and not math.isnan(x)
 
 
+def plain(text: str) -> str:
+    """Figure text as it reads: controls visible (a label from a log may hold any), and ``$``
+    escaped, so no model name is read as matplotlib's math (which may fail to parse)."""
+    return terminal(text, one_line=True).replace("$", r"\$")
+
+
 def _wrap(text: str, width: int) -> str:
+    text = plain(text)
     return "\n".join(textwrap.wrap(text, width)) or text
 
 
@@ -109,7 +118,7 @@ def confusion_panels(
         ax.set_title(_wrap(name, 30), fontsize=7.5)
         ax.set_xticks(range(len(labels)), ticks, fontsize=7)
         ax.set_yticks(range(len(labels)), ticks, fontsize=7)
-    fig.suptitle(title + " (rows: truth, columns: prediction)", fontsize=10)
+    fig.suptitle(plain(title) + " (rows: truth, columns: prediction)", fontsize=10)
     fig.savefig(path, dpi=DPI, metadata=_PNG)
     plt.close(fig)
     return path

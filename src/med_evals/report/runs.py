@@ -2,10 +2,12 @@
 
 A **run label** names a model (a replayed run: the recorded model's name) and every task
 argument whose value differs between the runs of that study, e.g.
-``openai/gpt-4.1, evidence=true``. Runs that share a label (the same model and arguments, e.g.
-the README's job and a later ``condition=study`` run of the same model) are merged sample by
-sample into one :class:`Group`; a sample present in several of them keeps the newest log's value
-and the report says so.
+``openai/gpt-4.1, evidence=true``, and every model argument (``-M``) whose value differs,
+except those of :data:`DISPLAY_ONLY_MODEL_ARGS`, which change no reply (the embedded model's
+``progress``: how often it prints a progress line). Runs that share a label (the same model
+and arguments, e.g. the README's job and a later ``condition=study`` run of the same model) are
+merged sample by sample into one :class:`Group`; a sample present in several of them keeps the
+newest log's value and the report says so.
 
 The runs come one per eval (:func:`med_evals.logs.select_logs`, as for ``med-evals baseline``
 and ``regress``): after a kill and ``inspect eval-retry`` only the finished log is read and the
@@ -24,11 +26,18 @@ from typing import Any
 from inspect_ai.log import read_eval_log
 
 from med_evals.logs import Run
+from med_evals.report.document import MISSING
 from med_evals.study import NON_SETUP_ARGS, Study
 
 REPLAY_PREFIX = "replay/"
 #: The replay provider's model name for a record that did not name its model.
 REPLAY_PLACEHOLDER = "replay"
+#: Model arguments (``-M``) that change no reply, only what is shown while a run runs: never
+#: part of a run label. Every other model argument may change replies, so it may tell two runs
+#: apart: ``embedded/``'s ``runtime``, ``dtype``, ``choices``, ``max_tokens_cap``, and
+#: ``batch_size`` and ``threads`` (they change the order of floating-point sums, so a reply
+#: may differ), ``replay/``'s ``file``, and any other provider's options.
+DISPLAY_ONLY_MODEL_ARGS = frozenset({"progress"})
 
 
 class ReportError(ValueError):
@@ -88,6 +97,8 @@ def model_name(run: Run) -> str:
 
 
 def _arg_text(value: Any) -> str:
+    if value is None:  # not given: the task's default, as for a run without the argument
+        return MISSING
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, list | tuple):
@@ -99,13 +110,14 @@ def _arg_text(value: Any) -> str:
 def label_args(study: Study, run: Run) -> dict[str, str]:
     """The task arguments and the model's options (``-M``) that may distinguish this run from
     another of its study (an embedded run with ``-M choices=...`` and one without are two
-    runs, not one)."""
+    runs, not one); not those that change no reply (:data:`DISPLAY_ONLY_MODEL_ARGS`)."""
     skip = set(NON_SETUP_ARGS)  # the same per-sample values either way
     if study.conditions:  # conditions are a per-sample dimension, shown in their own column
         skip.add("condition")
     args = {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
     model_args = run.provenance.get("model_args") or {}
-    return {**args, **{f"-M {k}": _arg_text(v) for k, v in model_args.items()}}
+    shown = {k: v for k, v in model_args.items() if k not in DISPLAY_ONLY_MODEL_ARGS}
+    return {**args, **{f"-M {k}": _arg_text(v) for k, v in shown.items()}}
 
 
 def run_labels(runs: Sequence[Run]) -> dict[int, str]:
@@ -118,9 +130,9 @@ def run_labels(runs: Sequence[Run]) -> dict[int, str]:
     for group in by_task.values():
         args = [label_args(r.study, r) for r in group]
         keys = list(dict.fromkeys(k for a in args for k in a))
-        differ = [k for k in keys if len({a.get(k, "—") for a in args}) > 1]
+        differ = [k for k in keys if len({a.get(k, MISSING) for a in args}) > 1]
         for r, a in zip(group, args, strict=True):
-            extra = ", ".join(f"{k}={a.get(k, '—')}" for k in differ)
+            extra = ", ".join(f"{k}={a.get(k, MISSING)}" for k in differ)
             out[id(r)] = model_name(r) + (f", {extra}" if extra else "")
     return out
 

@@ -1,0 +1,163 @@
+"""Text from a log, escaped for where it goes: one function per destination.
+
+A model name, a reply, a file name or a task argument read back from a log is anyone's text: a
+recorded model may be named ``\\x1b]0;title\\x07``, a trials file ``<svg onload=alert(1)>.csv``.
+Nothing from a log reaches a reader raw:
+
+- :func:`terminal`: a console line. Control characters (C0 but tab and, unless ``one_line``,
+  line feed; DEL; C1), the bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069,
+  the "Trojan Source" characters), the Unicode line and paragraph separators and lone
+  surrogates are shown as Python-style escapes (``\\x1b``, ``\\u202e``), so no escape sequence
+  reaches the terminal live and nothing reorders the line; other text is unchanged.
+- :func:`html_text`: HTML text or attribute value: :func:`terminal`'s visible controls, then
+  ``html.escape``.
+- :func:`markdown_text`: Markdown text (a paragraph, a heading, a table cell): renders, in
+  CommonMark and in GitHub-style tables, as the literal text (controls made visible as for
+  :func:`terminal`), never as an HTML element, a link, emphasis, a list or a table row. HTML's
+  ``<``, ``>``, ``&`` become entities; Markdown's syntax is backslash-escaped, but for an
+  underscore inside a word (``title_abstract``, which opens no emphasis), so our own texts
+  still read well in the raw file.
+- :func:`csv_cell` and :func:`csv_frame`: a CSV table meant for people: a text cell that a
+  spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage
+  return, OWASP's advice on CSV injection) gets a leading ``'``; numbers, and text that is
+  just a number (``-0.05``), are left as they are.
+
+A backslash itself is not escaped by :func:`terminal` (paths stay readable), so the visible
+``\\x1b`` and a literal backslash-x-1-b read the same; the text is for reading, not for parsing.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: the bidirectional embedding, override and isolate characters (the "Trojan Source" set)
+BIDI_CONTROLS = frozenset(
+    chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+)
+#: what a terminal must never receive raw: C0 but tab and line feed, DEL, C1, the line and
+#: paragraph separators, lone surrogates (unprintable in UTF-8) and the bidi controls
+_CONTROLS = (
+    "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff" + "".join(sorted(BIDI_CONTROLS))
+)
+_CONTROL = re.compile(f"[{_CONTROLS}]")
+_CONTROL_ONE_LINE = re.compile(f"[\n{_CONTROLS}]")
+
+
+_NAMED = {"\n": "\\n", "\r": "\\r"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def terminal(text: str, *, one_line: bool = False) -> str:
+    """``text`` with every control character made visible (``\\x1b``, ``\\u202e``; see the
+    module's docstring). Tab is kept; line feed too unless ``one_line`` (a message that must
+    stay one line: it then shows as ``\\n``); carriage return always shows as ``\\r``."""
+    pattern = _CONTROL_ONE_LINE if one_line else _CONTROL
+    return pattern.sub(_escape, str(text))
+
+
+def html_text(text: str) -> str:
+    """``text`` for HTML (element text or a quoted attribute): controls visible, then
+    ``<``, ``>``, ``&`` and quotes escaped."""
+    return html.escape(terminal(text))
+
+
+# --- Markdown -----------------------------------------------------------------------------
+
+#: replaced wherever they stand: HTML (as entities, which every Markdown reads) and the
+#: inline syntax (backslash escapes, CommonMark's for ASCII punctuation)
+_MD_ALWAYS = {
+    "&": "&amp;",
+    "<": "&lt;",
+    ">": "&gt;",
+    "\\": "\\\\",
+    "`": "\\`",
+    "*": "\\*",
+    "[": "\\[",
+    "]": "\\]",
+    "|": "\\|",
+    "~": "\\~",
+    "#": "\\#",
+}
+#: a line that would open a block: a list item (``-``, ``+``, ``1.``, ``1)``), a setext
+#: heading underline (``=``, ``-``) or a thematic break; ``#``, ``>`` and ``*`` are always escaped
+_MD_LINE_START = re.compile(r"^(\d*)([-+=.)])")
+
+
+def _md_inline(text: str) -> str:
+    out = []
+    for i, ch in enumerate(text):
+        if ch == "_":
+            # an underscore between two letters or digits never opens or closes emphasis in
+            # CommonMark (``title_abstract`` stays readable); elsewhere it is escaped
+            inner = 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum()
+            out.append("_" if inner else "\\_")
+        else:
+            out.append(_MD_ALWAYS.get(ch, ch))
+    return "".join(out)
+
+
+def _md_line(line: str) -> str:
+    """One line of a paragraph: its inline text, its start unable to open a block, its leading
+    and trailing blanks (an indented code block, a hard line break) written as entities."""
+    body = line.strip(" \t")
+    lead = line[: len(line) - len(line.lstrip(" \t"))]
+    trail = line[len(lead) + len(body) :] if body else ""
+    text = _MD_LINE_START.sub(r"\1\\\2", _md_inline(body), count=1)
+    return "".join(f"&#{ord(c)};" for c in lead) + text + "".join(f"&#{ord(c)};" for c in trail)
+
+
+def markdown_text(text: Any, *, one_line: bool = True) -> str:
+    """``text`` as Markdown that renders as the literal text (controls made visible as by
+    :func:`terminal`; a Windows line end ``\\r\\n`` read as ``\\n``) and nothing else: no HTML
+    element, link, image, emphasis, code span, list, heading, quote or table row, in CommonMark
+    and in GitHub-style tables. (A renderer that links bare URLs, as GitHub's does, still links
+    an ``http://`` address in the text.)
+
+    ``one_line`` (a table cell, a heading, a caption): line breaks show as ``\\n``, and the
+    text can stand inside a table row. Otherwise (a paragraph), line breaks are kept and no
+    line can open a block (a list, a heading, a quote, a code block)."""
+    text = terminal(str(text).replace("\r\n", "\n"), one_line=one_line)
+    if one_line:
+        return _md_inline(text)
+    return "\n".join(_md_line(line) for line in text.split("\n"))
+
+
+# --- CSV for spreadsheets -----------------------------------------------------------------
+
+#: the first characters a spreadsheet reads as the start of a formula (OWASP, CSV injection)
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+def csv_cell(value: Any) -> Any:
+    """A cell of a CSV table for people: text a spreadsheet would run as a formula gets a
+    leading ``'`` (shown as text there); anything else, numbers and text that is only a number
+    (``-0.05``, ``+3``) included, is returned as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` with :func:`csv_cell` applied to its text: every object or string
+    column's cells, and the column names (numeric columns are left as they are)."""
+    import pandas as pd
+
+    out = df.copy()
+    for col in out.columns:
+        if pd.api.types.is_object_dtype(out[col]) or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(csv_cell)
+    out.columns = pd.Index([csv_cell(c) for c in out.columns])
+    return out

@@ -1,0 +1,102 @@
+"""Every text of every block reaches report.md and report.html as the literal text (issue 27):
+no HTML element, no Markdown structure, no raw control character, whatever the text holds."""
+
+from __future__ import annotations
+
+import pytest
+from markdown_it import MarkdownIt
+
+from med_evals.report.document import Document, fmt
+from med_evals.safe_text import terminal
+
+from ..test_safe_text import parse, squash
+from .hostile import NASTY, random_strings
+
+STRINGS = NASTY + random_strings(60, seed=1)
+RENDERERS = {
+    "commonmark": MarkdownIt("commonmark", {"html": True}).enable("table"),
+    "gfm-like": MarkdownIt("gfm-like"),
+}
+TABLE_TAGS = {"table", "thead", "tbody", "tr", "th", "td"}
+#: what report.html may hold, whatever the logs say
+HTML_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "p", "caption",
+             "figure", "img", "figcaption", "wbr", *TABLE_TAGS}
+RAW = ("\x00", "\x1b", "\x07", "\x9b", "\u202e", "\u2066")
+
+
+def one_line(s: str) -> str:
+    return squash(terminal(s.replace("\r\n", "\n"), one_line=True))
+
+
+def _docs(s: str, base) -> dict[str, Document]:  # noqa: ANN001
+    png = base / "figures" / "x.png"
+    png.parent.mkdir(exist_ok=True)
+    png.write_bytes(b"\x89PNG\r\n\x1a\n")
+    docs = {kind: Document("med_evals report") for kind in ("h2", "p", "warn", "table", "img")}
+    docs["h2"].h2(s)
+    docs["p"].p(s)
+    docs["warn"].p(s, "warn")
+    docs["table"].table([{s: s, "n": 1}], caption=s)
+    docs["img"].figure(png, s)
+    return docs
+
+
+def _shown(html: str) -> tuple[set[str], object]:
+    got = parse(html)
+    tags = {t for t, _ in got.tags} - {"h1", "a"}  # a linkified bare URL: see safe_text
+    return tags, got
+
+
+@pytest.mark.parametrize("renderer", list(RENDERERS))
+def test_markdown_shows_each_block_text_literally(tmp_path, renderer):
+    md = RENDERERS[renderer]
+    for s in STRINGS:
+        for kind, doc in _docs(s, tmp_path).items():
+            text = doc.markdown(tmp_path)
+            assert not any(c in text for c in RAW), (kind, repr(s))
+            tags, got = _shown(md.render(text))
+            body = squash("".join(got.text).removeprefix("med_evals report"))
+            if kind == "h2":
+                assert tags == {"h2"} and body == one_line(s), repr(s)
+            elif kind == "p":
+                assert tags <= {"p"} and body == squash(terminal(s.replace("\r\n", "\n")))
+            elif kind == "warn":
+                assert tags <= {"blockquote", "p"}, repr(s)
+                assert body == squash(terminal(s.replace("\r\n", "\n"))), repr(s)
+            elif kind == "table":
+                [table] = got.tables
+                assert [[squash(c) for c in row] for row in table] == [
+                    [one_line(s), "n"], [one_line(fmt(s)), "1"]
+                ], repr(s)
+                assert tags - TABLE_TAGS <= {"p", "em"}, repr(s)
+            else:
+                [img] = [a for t, a in got.tags if t == "img"]
+                assert img["src"] == "figures/x.png" and squash(img["alt"] or "") == one_line(s)
+                assert tags == {"p", "img"}, repr(s)
+
+
+def test_html_shows_each_block_text_literally(tmp_path):
+    for s in STRINGS:
+        for kind, doc in _docs(s, tmp_path).items():
+            html = doc.html()
+            assert not any(c in html for c in RAW), (kind, repr(s))
+            got = parse(html)
+            assert {t for t, _ in got.tags} <= HTML_TAGS, (kind, repr(s))
+            assert not [a for _, attrs in got.tags for a in attrs if a.startswith("on")]
+            if kind == "table":
+                [table] = got.tables
+                assert table == [[terminal(s), "n"], [terminal(fmt(s)), "1"]], repr(s)
+
+
+def test_our_own_texts_read_as_before_in_markdown(tmp_path):
+    doc = Document("med_evals report")
+    doc.h2("Oncology RCT evidence use (Windisch et al. 2026)")
+    doc.table([{"condition": "title_abstract", "run": "mockllm/a", "fall": -0.05,
+                "pair": "title_abstract vs counterfactual"}],
+              caption="Table 1 (ours): condition × run, the study's layout")
+    doc.p("— marks a missing value.", "note")
+    md = doc.markdown(tmp_path)
+    assert "## Oncology RCT evidence use (Windisch et al. 2026)" in md
+    assert "*Table 1 (ours): condition × run, the study's layout*" in md
+    assert "| title_abstract | mockllm/a | -0.050 | title_abstract vs counterfactual |" in md
+    assert "\n— marks a missing value.\n" in md

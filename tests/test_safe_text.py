@@ -1,0 +1,230 @@
+"""The escapes of text from a log (issue 27): each over many hostile and random strings."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from html.parser import HTMLParser
+
+import pandas as pd
+import pytest
+from markdown_it import MarkdownIt
+
+from med_evals.safe_text import (
+    BIDI_CONTROLS,
+    csv_cell,
+    csv_frame,
+    html_text,
+    markdown_text,
+    terminal,
+)
+
+from .report.hostile import NASTY, random_strings
+
+STRINGS = NASTY + random_strings()
+COMMONMARK = MarkdownIt("commonmark", {"html": True}).enable("table")
+GFM = MarkdownIt("gfm-like")  # tables, strikethrough, linkified URLs, HTML on
+
+
+def _raw_controls(text: str, one_line: bool) -> list[str]:
+    """Characters a terminal must not receive raw."""
+    return [
+        c for c in text
+        if (ord(c) < 0x20 and c not in ("\t", "\n"))
+        or (c == "\n" and one_line)
+        or 0x7F <= ord(c) <= 0x9F
+        or c in BIDI_CONTROLS
+        or c in "\u2028\u2029"
+        or 0xD800 <= ord(c) <= 0xDFFF
+    ]
+
+
+_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})|\\n|\\r")
+
+
+def _unescape(text: str) -> str:
+    def back(m: re.Match[str]) -> str:
+        if m.group() in ("\\n", "\\r"):
+            return {"\\n": "\n", "\\r": "\r"}[m.group()]
+        return chr(int(m.group(1) or m.group(2), 16))
+
+    return _ESCAPE.sub(back, text)
+
+
+# --- terminal ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("one_line", [False, True])
+def test_terminal_shows_every_control_and_hides_nothing_else(one_line):
+    for s in STRINGS:
+        out = terminal(s, one_line=one_line)
+        assert _raw_controls(out, one_line) == [], repr(s)
+        out.encode("utf-8")  # printable: no lone surrogate left
+        if "\\" not in s:  # nothing lost: the escapes read back to the text
+            assert _unescape(out) == s, repr(s)
+        if not _raw_controls(s, one_line):
+            assert out == s  # plain text (tabs, newlines, any script) is unchanged
+
+
+def test_terminal_escapes_read_as_python_writes_them():
+    assert terminal("\x1b[31mred\x1b]0;title\x07") == "\\x1b[31mred\\x1b]0;title\\x07"
+    assert terminal("a\u202eb\u2066c") == "a\\u202eb\\u2066c"
+    assert terminal("x\x00y\x7f\x85\x9b") == "x\\x00y\\x7f\\x85\\x9b"
+    assert terminal("one\ntwo\tthree") == "one\ntwo\tthree"
+    assert terminal("one\ntwo\r\n", one_line=True) == "one\\ntwo\\r\\n"
+    assert terminal("over\rwrite") == "over\\rwrite"  # a carriage return always shows
+    assert terminal("C:\\logs\\évaluation 日本") == "C:\\logs\\évaluation 日本"
+
+
+def test_no_escape_sequence_reaches_a_terminal_from_a_model_name():
+    # ESC, BEL and CSI (C1 0x9b) are what starts or ends an ANSI/OSC sequence
+    for s in STRINGS:
+        out = terminal(s, one_line=True)
+        assert not set(out) & {"\x1b", "\x07", "\x9b", "\x9d", "\n", "\r"}
+
+
+# --- HTML ----------------------------------------------------------------------------------
+
+
+class _Collect(HTMLParser):
+    """The elements and the text of an HTML fragment; tables as lists of rows of cell texts."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.text: list[str] = []
+        self.tables: list[list[list[str]]] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):  # noqa: ANN001
+        self.tags.append((tag, dict(attrs)))
+        if tag == "table":
+            self.tables.append([])
+        elif tag == "tr":
+            self.tables[-1].append([])
+        elif tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):  # noqa: ANN001
+        if tag in ("td", "th") and self._cell is not None:
+            self.tables[-1][-1].append("".join(self._cell))
+            self._cell = None
+
+    def handle_data(self, data):  # noqa: ANN001
+        self.text.append(data)
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse(html: str) -> _Collect:
+    c = _Collect()
+    c.feed(html)
+    c.close()
+    return c
+
+
+def squash(text: str) -> str:
+    """Whitespace as HTML shows it."""
+    return " ".join(text.split())
+
+
+def test_html_text_is_text():
+    for s in STRINGS:
+        got = parse(f"<p>{html_text(s)}</p><a title=\"{html_text(s)}\">x</a>")
+        assert [t for t, _ in got.tags] == ["p", "a"], repr(s)
+        assert got.tags[1][1]["title"] == terminal(s)
+        assert got.text[0] if s else True
+        assert "".join(got.text) == terminal(s) + "x"
+
+
+# --- Markdown ------------------------------------------------------------------------------
+
+
+def _links_only_to_urls(tags: list[tuple[str, dict[str, str | None]]]) -> bool:
+    """A linkifying renderer may link a bare http(s) or mailto address; nothing else."""
+    return all(
+        t != "a" or re.match(r"(https?|mailto):", a.get("href") or "") for t, a in tags
+    )
+
+
+@pytest.mark.parametrize("renderer", [COMMONMARK, GFM], ids=["commonmark", "gfm-like"])
+def test_markdown_paragraph_renders_as_the_literal_text(renderer):
+    for s in STRINGS:
+        got = parse(renderer.render(markdown_text(s, one_line=False)))
+        tags = {t for t, _ in got.tags}
+        allowed = {"p", "a"} if renderer is GFM else {"p"}
+        assert tags <= allowed, (repr(s), tags)
+        assert _links_only_to_urls(got.tags)
+        assert squash("".join(got.text)) == squash(terminal(s.replace("\r\n", "\n"))), repr(s)
+
+
+@pytest.mark.parametrize("renderer", [COMMONMARK, GFM], ids=["commonmark", "gfm-like"])
+def test_markdown_cell_heading_and_caption_render_as_the_literal_text(renderer):
+    for s in STRINGS:
+        want = squash(terminal(s.replace("\r\n", "\n"), one_line=True))
+        cell = markdown_text(s)
+        assert "\n" not in cell and "\r" not in cell
+        table = parse(renderer.render(f"| key | {cell} |\n|---|---|\n| {cell} | 2 |\n"))
+        assert [squash(c) for c in table.tables[0][0]] == ["key", want], repr(s)
+        assert [squash(c) for c in table.tables[0][1]] == [want, "2"], repr(s)
+        assert len(table.tables) == 1 and len(table.tables[0]) == 2
+        assert {t for t, _ in table.tags} - {"a"} == {"table", "thead", "tbody", "tr", "th", "td"}
+        heading = parse(renderer.render(f"## {cell}"))
+        assert heading.tags[0][0] == "h2" and {t for t, _ in heading.tags} - {"a"} == {"h2"}
+        assert squash("".join(heading.text)) == want, repr(s)
+        if s.strip():  # a caption, in italics (as the report writes it: stripped)
+            caption = parse(renderer.render(f"*{markdown_text(s.strip())}*"))
+            assert [t for t, _ in caption.tags if t != "a"] == ["p", "em"], repr(s)
+            assert squash("".join(caption.text)) == squash(
+                terminal(s.strip().replace("\r\n", "\n"), one_line=True)), repr(s)
+        assert _links_only_to_urls(table.tags + heading.tags)
+
+
+def test_markdown_keeps_our_own_texts_readable():
+    for ours in ("title_abstract vs counterfactual", "Accuracy (95% CI)", "0.62 (0.55-0.69)",
+                 "+0.120 (-0.050 to +0.300)", "mockllm/a", "—", "med-evals regress: 5 / 2"):
+        assert markdown_text(ours) == ours
+    assert markdown_text("a|b") == "a\\|b"
+    assert markdown_text("<b>") == "&lt;b&gt;"
+    assert markdown_text("_x_") == "\\_x\\_"
+
+
+# --- CSV -----------------------------------------------------------------------------------
+
+FORMULAS = ["=1+1", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "=cmd|' /C calc'!A0", "-", "+"]
+
+
+def test_csv_cell_neutralises_formulas_and_leaves_numbers():
+    for f in FORMULAS:
+        assert csv_cell(f) == "'" + f
+    for kept in (-1, -0.5, 3, 2.5e-3, float("nan"), None, True, "-0.5", "+3", "-1e5", "1.5",
+                 "plain", "a=b", " =1", "", "—"):
+        got = csv_cell(kept)
+        assert got is kept or got == kept
+    for s in STRINGS:
+        out = csv_cell(s)
+        assert not (isinstance(out, str) and out.startswith(("=", "+", "-", "@", "\t", "\r"))
+                    and not re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", out)), s
+        assert out in (s, "'" + s)
+
+
+def test_csv_frame_escapes_text_cells_and_names_only():
+    df = pd.DataFrame({
+        "=HYPERLINK(\"http://x\")": ["=1+1", "ok", None],
+        "delta": [-0.25, 0.5, -1.0],
+        "n": [-3, 4, 5],
+        "mixed": ["-0.5", -2, "@x"],
+    })
+    before = df.copy()
+    out = csv_frame(df)
+    pd.testing.assert_frame_equal(df, before)  # the caller's frame is left alone
+    assert list(out.columns) == ["'=HYPERLINK(\"http://x\")", "delta", "n", "mixed"]
+    assert out.iloc[:, 0].tolist()[:2] == ["'=1+1", "ok"] and pd.isna(out.iloc[2, 0])
+    assert out["delta"].dtype == df["delta"].dtype and out["delta"].tolist() == [-0.25, 0.5, -1.0]
+    assert out["n"].dtype == df["n"].dtype and out["n"].tolist() == [-3, 4, 5]
+    assert out["mixed"].tolist() == ["-0.5", -2, "'@x"]
+    text = out.to_csv(index=False)
+    rows = list(csv.reader(io.StringIO(text)))
+    assert rows[1][1] == "-0.25" and rows[1][2] == "-3"  # a negative number stays a number
+    assert all(not cell.startswith(("=", "@", "+")) for row in rows for cell in row)
