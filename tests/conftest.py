@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,9 @@ from med_evals.data import git_blob_sha1_of, sha256_of
 # spinning (as the embedded runtime sets it when it imports torch first: docs/models.md)
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# a user's own subsets (`med-evals subset make`) are read before the stored ones: the tests
+# read an empty folder of their own, never the user data folder of whoever runs them
+os.environ.setdefault("MED_EVALS_SUBSET_DIR", tempfile.mkdtemp(prefix="med-evals-subsets-"))
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "datasets" / "fixtures"

@@ -123,3 +123,39 @@ def test_counterfactual_tasks_take_the_oncology_subsets(shared_datasets, tmp_pat
     )
     assert log.status == "success"
     assert {str(int(str(s.id).removeprefix("rate-"))) for s in log.samples} == smoke
+
+
+def test_subset_make_writes_to_the_users_folder_and_the_task_reads_it(
+    shared_datasets, tmp_path, monkeypatch, capsys
+):
+    """Before: ``subset make oncology_rct big --size 1000`` capped to 250 silently and wrote
+    into the installed package (site-packages for a wheel user)."""
+    from med_evals.cli import main as cli_main
+    from med_evals.subsets import stored_subset_dir
+
+    mine = tmp_path / "mine"
+    monkeypatch.setenv("MED_EVALS_SUBSET_DIR", str(mine))
+    stored_before = sorted(p.name for p in stored_subset_dir().iterdir())
+    data = ["--data-dir", str(shared_datasets)]
+    assert cli_main(["subset", "make", "oncology_rct", "big", "--size", "1000", *data]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == ("med-evals subset make: error: --size 1000: the oncology_rct data "
+                           "(revision 1ddaa9fc5a2b6f7da64714859bf51a7b9a70dc77) holds 250 "
+                           "items; a subset is at most all of them")
+    assert cli_main(["subset", "make", "oncology_rct", "smoke", "--size", "5", *data]) == 2
+    assert "is a stored subset shipped with med_evals" in capsys.readouterr().err
+    assert cli_main(["subset", "make", "oncology_rct", "nightly", "--size", "7", *data]) == 0
+    assert capsys.readouterr().out.startswith(f"wrote {mine / 'oncology_rct-nightly.yaml'}: 7 ")
+    assert sorted(p.name for p in stored_subset_dir().iterdir()) == stored_before
+    task = oncology_rct(subset="nightly", data_dir=str(shared_datasets))
+    assert len(task.dataset) == 7
+    assert "nightly" in load_subset("oncology_rct", "nightly").name
+    # another folder: read from there with MED_EVALS_SUBSET_DIR
+    other = tmp_path / "other"
+    assert cli_main(["subset", "make", "oncology_rct", "weekly", "--size", "4", "--out",
+                     str(other), *data]) == 0
+    assert f"MED_EVALS_SUBSET_DIR={other}" in capsys.readouterr().out
+    with pytest.raises(DatasetError, match="no subset 'weekly'"):
+        load_subset("oncology_rct", "weekly")
+    monkeypatch.setenv("MED_EVALS_SUBSET_DIR", str(other))
+    assert len(load_subset("oncology_rct", "weekly").ids) == 4

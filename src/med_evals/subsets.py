@@ -6,12 +6,22 @@ A subset file pins the item ids of one task's dataset (trial row indices, questi
 the dataset revision they were drawn from, and a short hash of each item's identifying text, so
 a subset never drifts: if the data under an id changes, loading the subset fails instead of
 silently testing something else. Subsets are drawn once with :func:`draw_stratified` (largest-
-remainder allocation across strata, seeded) by ``med-evals subset make`` and committed.
+remainder allocation across strata, seeded) by ``med-evals subset make``.
+
+Where subsets live: the stored ones (``smoke``, ``ci``, ...) ship with the package and are never
+written by a user's command; a user's own subsets are written to, and read from, the folder
+:func:`user_subset_dir` names (``$MED_EVALS_SUBSET_DIR``, else ``subsets`` in the platform's
+user data folder, e.g. ``~/.local/share/med_evals/subsets``), or to a folder given with
+``--out`` (then read from it by setting ``$MED_EVALS_SUBSET_DIR``). A task's ``-T subset=NAME``
+looks in the user folder first, then among the stored subsets; a user subset cannot take a
+stored subset's name (maintainers redraw a stored subset with ``--out
+src/med_evals/manifests/subsets``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from collections import defaultdict
 from collections.abc import Hashable, Mapping, Sequence
@@ -50,21 +60,52 @@ class Subset:
             )
 
 
+#: the folder of a user's own subsets (default: :func:`user_subset_dir`)
+SUBSET_DIR_ENV = "MED_EVALS_SUBSET_DIR"
+
+
+def stored_subset_dir() -> Path:
+    """The stored subsets shipped with the package (or ``$MED_EVALS_MANIFEST_DIR``'s)."""
+    return manifest_dir() / SUBSET_DIR_NAME
+
+
+def user_subset_dir() -> Path:
+    """Where ``med-evals subset make`` writes a user's subsets and the tasks look first:
+    ``$MED_EVALS_SUBSET_DIR``, else ``subsets`` in the platform's user data folder."""
+    override = os.environ.get(SUBSET_DIR_ENV)
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("med_evals", appauthor=False)) / SUBSET_DIR_NAME
+
+
+def subset_file(task: str, name: str, folder: Path) -> Path:
+    return folder / f"{task}-{name}.yaml"
+
+
 def subset_path(task: str, name: str) -> Path:
-    return manifest_dir() / SUBSET_DIR_NAME / f"{task}-{name}.yaml"
+    """The file of subset ``name`` of ``task``: the user's, else the stored one (the stored
+    one's path when neither exists)."""
+    user = subset_file(task, name, user_subset_dir())
+    return user if user.is_file() else subset_file(task, name, stored_subset_dir())
+
+
+def known_subsets(task: str) -> list[str]:
+    names: list[str] = []
+    for folder in (user_subset_dir(), stored_subset_dir()):
+        if folder.is_dir():
+            names += [p.stem.removeprefix(f"{task}-") for p in folder.glob(f"{task}-*.yaml")]
+    return sorted(set(names))
 
 
 def load_subset(task: str, name: str) -> Subset:
     path = subset_path(task, name)
     if not path.is_file():
-        known = (
-            sorted(p.stem for p in path.parent.glob(f"{task}-*.yaml"))
-            if path.parent.is_dir()
-            else []
-        )
         raise DatasetError(
-            f"no subset '{name}' for task {task} (expected {path}); known: "
-            f"{', '.join(known) or 'none'}. Draw one with: med-evals subset make {task} {name}"
+            f"no subset '{name}' for task {task} (looked in {user_subset_dir()} and "
+            f"{stored_subset_dir()}); known: {', '.join(known_subsets(task)) or 'none'}. Draw "
+            f"one with: med-evals subset make {task} {name} --size N"
         )
     raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     return Subset(
@@ -130,8 +171,12 @@ def write_subset(
     version: int = 1,
     directory: Path | None = None,
 ) -> Path:
-    path = (directory or manifest_dir() / SUBSET_DIR_NAME) / f"{task}-{name}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write a subset file into ``directory`` (default :func:`user_subset_dir`), whole or not
+    at all (:func:`med_evals.outputs.write_text`)."""
+    from med_evals.outputs import make_folder, write_text
+
+    path = subset_file(task, name, directory or user_subset_dir())
+    make_folder(path.parent)
     body = {
         "task": task,
         "name": name,
@@ -148,5 +193,4 @@ def write_subset(
         f"{', '.join(stratified_by)}; drawn by `med-evals subset make`. Do not edit by hand:\n"
         "# bump the version and redraw instead, so baselines never compare different items.\n"
     )
-    path.write_text(header + yaml.safe_dump(body, sort_keys=False), encoding="utf-8")
-    return path
+    return write_text(path, header + yaml.safe_dump(body, sort_keys=False))

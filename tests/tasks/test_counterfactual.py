@@ -262,3 +262,39 @@ def test_conclusion_agreement_scorer(tmp_path):
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
     assert m["judge_failures"] == 1 and m["n"] == 3
     assert m["agrees"] == 0.5 and m["contradicts"] == 0.5
+
+
+def test_the_export_is_read_back_by_the_task_exactly_as_the_model_wrote_it(
+    fixture_data, tmp_path
+):
+    """The export is data for the task, not a table for a spreadsheet: a rewritten title that
+    starts as a formula would (``=``) is written as it is (no neutralising ``'``), and the
+    oncology task shows it verbatim (our choice: docs/counterfactuals.md)."""
+
+    def formula_title(prompt):
+        fields = json.loads(_rewriter(prompt))
+        fields["title"] = "=" + fields["title"]
+        return json.dumps(fields)
+
+    [log] = inspect_eval(
+        counterfactual_build,
+        model=get_model("mockllm/model", custom_outputs=replying(
+            lambda p: _rewriter(p) if "FIXTURE-6" in p or "Drug B plus" in p
+            else formula_title(p))),
+        model_roles={"grader": get_model("mockllm/model", custom_outputs=_grader)},
+        display="none",
+        log_dir=str(tmp_path / "logs"),
+    )
+    out = tmp_path / "cf.csv"
+    assert export_counterfactuals([log.location], out)["rows"] >= 1
+    rows = read_accepted([log.location]).rows
+    built = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert all(t.startswith("=") for t in built["counterfactual_title"])
+    for _, row in built.iterrows():
+        assert row.to_dict() == {k: rows[row.doi][k] for k in built.columns}
+    onco = oncology_rct(condition="counterfactual_title_only", trials_file=str(out))
+    shown = {s.metadata["doi"]: s.input for s in onco.dataset}
+    assert set(shown) == set(built["doi"])
+    for doi, text in shown.items():
+        prompt = text if isinstance(text, str) else text[-1].text
+        assert f"Title: {rows[doi]['counterfactual_title']}" in prompt

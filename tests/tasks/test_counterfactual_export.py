@@ -43,7 +43,7 @@ def test_outputs_that_cannot_be_written_or_read_are_one_line(tmp_path, capsys):
     for out, message in [
         (tmp_path / "no" / "t.csv", f"--out {tmp_path / 'no' / 't.csv'}: the folder "
                                     f"{tmp_path / 'no'} does not exist"),
-        (tmp_path, f"--out {tmp_path} is a folder, not the CSV to write"),
+        (tmp_path, f"--out {tmp_path}: is a folder; name the file to write"),
     ]:
         assert cli_main(["export-counterfactuals", str(log), "--out", str(out)]) == 2
         [line] = capsys.readouterr().err.strip().splitlines()

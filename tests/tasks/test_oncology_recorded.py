@@ -222,7 +222,7 @@ def test_score_recorded_bad_tables_and_outputs_are_one_line(tmp_path, capsys):
     line = _cli_error(capsys, [*cmd, str(good), "--out", str(tmp_path / "no" / "t.csv")])
     assert line.endswith(f"the folder {tmp_path / 'no'} does not exist")
     line = _cli_error(capsys, [*cmd, str(good), "--out", str(tmp_path)])
-    assert line.endswith(f"--out {tmp_path} is a folder, not a file to write")
+    assert line.endswith(f"--out {tmp_path}: is a folder; name the file to write")
 
 
 def test_recorded_to_replay_bad_tables_and_outputs_are_one_line(tmp_path, capsys):
@@ -231,7 +231,7 @@ def test_recorded_to_replay_bad_tables_and_outputs_are_one_line(tmp_path, capsys
     a_file = tmp_path / "taken"
     a_file.write_text("x")
     line = _cli_error(capsys, [*cmd, str(good), "--out", str(a_file)])
-    assert line.endswith(f"--out {a_file} is a file, not a folder for the replay files")
+    assert line.endswith(f"--out {a_file}: is a file, not a folder")
     line = _cli_error(capsys, [*cmd, str(good), "--out", str(tmp_path / "no" / "r")])
     assert line.endswith(f"the folder {tmp_path / 'no'} does not exist")
     empty = tmp_path / "empty.csv"

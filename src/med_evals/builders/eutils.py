@@ -33,6 +33,7 @@ from pathlib import Path
 from lxml import etree  # type: ignore[import-untyped]
 
 from med_evals.builders.dates import check_iso
+from med_evals.outputs import check_folder, make_folder, write_bytes, write_text
 
 DEFAULT_BASE_URL = "https://eutils.ncbi.nlm.nih.gov/entrez/eutils/"
 API_KEY_ENV = "NCBI_API_KEY"
@@ -259,9 +260,7 @@ def check_batch(body: bytes, ids: list[str]) -> str | None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    write_bytes(path, data, "--out")
 
 
 def _progress(total: int, enabled: bool):  # rich ships with Inspect
@@ -292,8 +291,8 @@ def fetch_cochrane(
     start, end = check_iso(start, "--from"), check_iso(end, "--to")
     if start > end:
         raise ValueError(f"--from {start} is after --to {end}")
-    out = Path(out)
-    (out / ".cache").mkdir(parents=True, exist_ok=True)
+    out = check_folder(out, "--out")  # before any request
+    make_folder(out / ".cache", "--out")
     if client is None:
         client = EUtils(base_url=base_url or DEFAULT_BASE_URL, api_key=api_key, email=email)
         if timeout is not None:
@@ -339,5 +338,5 @@ def fetch_cochrane(
         "refetched": refetched,
         "rate_per_second": client.rate,
     }
-    (out / "fetch.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text(out / "fetch.json", json.dumps(summary, indent=2) + "\n")
     return summary

@@ -32,6 +32,8 @@ from med_evals.builders.medreqal_tasks import (
 from med_evals.builders.prompts import consolidate_renal
 from med_evals.builders.pubmed import Review, Skipped
 from med_evals.builders.sources import read_sources, select_reviews, why_nothing_read
+from med_evals.outputs import check_file, make_folder, write_text, write_with
+from med_evals.safe_text import csv_cell
 from med_evals.scorers.verdict import NEI, REFUTED, SUPPORTED
 
 SCHEMA = (
@@ -172,14 +174,14 @@ def build_medreqal(
         NoSourceRead: no source holds a readable PubMed record (before any model call).
         FileNotFoundError: a source does not exist.
     """
-    out = Path(out)
+    out = check_file(out, "--out", make_parent=True)  # before any work
     reviews, skipped = read_sources(sources)
     if not reviews:
         raise NoSourceRead(
             "no PubMed record could be read from --source: "
             + why_nothing_read(sources, skipped)
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_folder(out.parent, "--out")
     kept, more = select_reviews(reviews)
     skipped += more
     if published_after:
@@ -214,7 +216,9 @@ def build_medreqal(
     rows = [
         _row(r, *generated[r.pmid], categories.get(r.pmid, "")) for r in kept if r.pmid in generated
     ]
-    _write_csv(out, (*SCHEMA, *EXTRA), rows)
+    # the question set is read back by the medreqal task: written as it is; the lists beside
+    # it are for people (a spreadsheet): formulas neutralised
+    _write_csv(out, (*SCHEMA, *EXTRA), rows, for_people=False)
     _write_csv(
         beside(out, "skipped.csv"),
         ("reason", "pmid", "review_id", "source", "detail"),
@@ -235,7 +239,7 @@ def build_medreqal(
         "logs": logs,
         "labels": dict(Counter(r["verdict"] for r in rows)),
     }
-    beside(out, "build.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    write_text(beside(out, "build.json"), json.dumps(summary, indent=2) + "\n")
     echo(f"wrote {out}: {len(rows)} questions {summary['labels']}")
     echo(f"skipped {len(skipped)} (listed in {beside(out, 'skipped.csv')}):")
     for reason, n in result.skipped_counts().items():
@@ -263,11 +267,19 @@ def _row(r: Review, question: str, label: str, category: str) -> dict[str, str]:
     }
 
 
-def _write_csv(path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]]) -> None:
-    with path.open("w", encoding="utf-8", newline="") as f:
+def _write_csv(
+    path: Path, columns: Sequence[str], rows: Iterable[dict[str, Any]], for_people: bool = True
+) -> None:
+    """Rows as CSV, written whole (:mod:`med_evals.outputs`); ``for_people``: a table for a
+    spreadsheet, its text cells that would run as formulas neutralised
+    (:func:`med_evals.safe_text.csv_cell`)."""
+    def write(f) -> None:  # noqa: ANN001 - a text file
         writer = csv.DictWriter(f, fieldnames=list(columns), extrasaction="ignore")
         writer.writeheader()
-        writer.writerows(rows)
+        for row in rows:
+            writer.writerow({k: csv_cell(v) for k, v in row.items()} if for_people else row)
+
+    write_with(path, write, "--out", newline="")
 
 
 def write_validation_sheet(

@@ -2,20 +2,24 @@
 runs (studies, models, conditions, epochs, task arguments). Reads logs only; never calls a model.
 
 Each study (:data:`med_evals.studies.STUDIES`) has its section (:data:`SECTIONS`). The report is
-written into a temporary folder beside ``out_dir`` and moved into place only once complete, so
-a failure leaves no half-written report.
+built in a folder of its own inside ``out_dir`` and moved into place only once complete
+(:func:`replace_report`), so a failure or a kill leaves a whole report, never a half-written one.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from med_evals.exit_codes import CommandError
 from med_evals.logs import load_runs
+from med_evals.outputs import check_folder, make_folder, stale_entries, temp_name, umask
 from med_evals.report import medevidence, oncology, verdict
 from med_evals.report.context import Context
 from med_evals.report.document import Document
@@ -39,7 +43,6 @@ SECTIONS: dict[str, Section] = {
     MEDREQAL.task: verdict.section,
     HEALTHFC.task: verdict.section,
 }
-OUTPUTS = ("report.md", "report.html", "figures")
 
 __all__ = ["N_BOOT", "ReportError", "ReportResult", "build_report"]
 
@@ -64,19 +67,24 @@ def build_report(
     reference: str | Path | None = None,
     n_boot: int = N_BOOT,
 ) -> ReportResult:
-    """Write ``report.md``, ``report.html`` (self-contained) and PNG figures to ``out_dir``."""
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ReportError(f"--out {out} is a file, not a folder for the report")
+    """Write ``report.md``, ``report.html`` (self-contained) and PNG figures to ``out_dir``
+    (see :func:`replace_report` for how an earlier report there is replaced)."""
+    try:
+        out = check_folder(out_dir, "--out")  # before any log is read
+    except CommandError as ex:
+        raise ReportError(str(ex)) from None
     runs, skipped = load_runs(logs)
     if not runs:
         raise ReportError("no usable log: " + ("; ".join(skipped) or "no log files found"))
     warnings = check_comparable(runs, allow_mixed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    # mkdtemp makes the folder private (0700); the report is the user's, like any file they
-    # write: their umask decides, as for the files inside it
-    tmp.chmod(0o777 & ~_umask())
+    made = not out.exists()
+    try:
+        make_folder(out)
+    except CommandError as ex:
+        raise ReportError(str(ex)) from None
+    clean_stale(out)
+    tmp = _temp_folder(out)
+    done = False
     try:
         fig_dir = tmp / "figures"
         fig_dir.mkdir()
@@ -103,33 +111,99 @@ def build_report(
             doc.h2("Logs skipped")
             for s in skipped:
                 doc.p(s)
+        names = _name_figures_by_content(doc)
         (tmp / "report.md").write_text(doc.markdown(tmp), encoding="utf-8")
         (tmp / "report.html").write_text(doc.html(), encoding="utf-8")
-        _move_into_place(tmp, out)
+        replace_report(tmp, out)
+        done = True
+    except OSError as ex:  # no space left, a permission lost midway: the old report is kept
+        raise ReportError(f"--out {out}: cannot write the report ({ex.strerror or ex}); "
+                          "an earlier report there is unchanged") from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    figs = [out / "figures" / p.name for p in ctx.figures]
+        if made and not done and not any(out.iterdir()):
+            out.rmdir()  # a folder made for a report that failed: nothing is left of it
+    figs = [out / "figures" / name for name in names]
     return ReportResult(
         out / "report.md", out / "report.html", figs, skipped, ctx.warnings, ctx.headline,
         ctx.notes,
     )
 
 
-def _umask() -> int:
-    mask = os.umask(0o022)  # the only way to read it is to set it
-    os.umask(mask)
-    return mask
+#: our build folders inside ``--out``: ``.med-evals-report-<host>-<pid>-<random>``
+TEMP_PREFIX = ".med-evals-report-"
+#: a figure as this module names it: ``<name>.<first 12 hex digits of its sha256>.png``
+FIGURE_NAME = re.compile(r"^[A-Za-z0-9_]+\.[0-9a-f]{12}\.png$")
+#: a figure that report.md shows: ``![caption](figures/<file>)``
+FIGURE_LINK = re.compile(r"\]\((figures/[^)\s]+)\)")
 
 
-def _move_into_place(tmp: Path, out: Path) -> None:
-    """Replace the report's own outputs in ``out`` (other files there are left alone)."""
-    if not out.exists():
-        os.replace(tmp, out)
-        tmp.mkdir()  # the caller removes it
-        return
-    old = out / "figures"
-    if old.exists():
-        shutil.rmtree(old)
-    os.replace(tmp / "figures", old)
-    for name in OUTPUTS[:2]:
-        os.replace(tmp / name, out / name)
+def _temp_folder(out: Path) -> Path:
+    tmp = Path(tempfile.mkdtemp(prefix=temp_name(TEMP_PREFIX), dir=out))
+    # mkdtemp makes the folder private (0700); the report is the user's, like any file they
+    # write: their umask decides, as for the files inside it
+    tmp.chmod(0o777 & ~umask())
+    return tmp
+
+
+def clean_stale(out: Path) -> None:
+    """Remove build folders of ours that a killed ``med-evals report`` left in ``out``."""
+    for entry in stale_entries(out, TEMP_PREFIX):
+        shutil.rmtree(entry, ignore_errors=True)
+
+
+def _name_figures_by_content(doc: Document) -> list[str]:
+    """Rename each figure of ``doc`` to ``<name>.<sha256 prefix>.png`` (its blocks follow): a
+    new report's figures never take the names an earlier report's use, so report.md always
+    shows the figures it was built with. Same content, same name (the PNGs are deterministic)."""
+    names = []
+    for i, block in enumerate(doc.blocks):
+        if block[0] != "img":
+            continue
+        path: Path = block[1]
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+        named = path.with_name(f"{path.stem}.{digest}.png")
+        path.rename(named)
+        doc.blocks[i] = (block[0], named, *block[2:])
+        names.append(named.name)
+    return names
+
+
+def _figures_shown(markdown: Path) -> set[str]:
+    """The figure files (``figures/...``) a report.md shows; none if it cannot be read."""
+    try:
+        text = markdown.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {Path(m).name for m in FIGURE_LINK.findall(text)}
+
+
+def replace_report(tmp: Path, out: Path) -> None:
+    """Put the complete report built in ``tmp`` (a folder inside ``out``: the same
+    filesystem, so every step is a rename, also when ``out`` is a mount point or a link to
+    another filesystem) in place of an earlier one; other files in ``out`` are left alone.
+
+    The steps, each a rename a kill cannot split, in an order that keeps a whole report at
+    every moment: (1) the new figures are added to ``out/figures`` under names of their own
+    (:func:`_name_figures_by_content`), beside the old report's; (2) report.html (figures
+    embedded) replaces the old one; (3) report.md, which shows the new figures, replaces the
+    old one; (4) only then the figures no report.md shows any more are removed: those the old
+    report.md showed, and any of ours a killed run left. A kill between (2) and (3) leaves a
+    new report.html beside the old report.md, each whole with its own figures; a kill
+    elsewhere leaves the old report or the new one, and at worst unused figures and a build
+    folder, which the next run removes."""
+    fig_out = out / "figures"
+    if fig_out.exists() and not fig_out.is_dir():
+        raise ReportError(f"--out {out}: {fig_out} is a file, not the report's figures folder")
+    old_shown = _figures_shown(out / "report.md")
+    fig_out.mkdir(exist_ok=True)
+    new = sorted(p.name for p in (tmp / "figures").iterdir())
+    for name in new:
+        os.replace(tmp / "figures" / name, fig_out / name)
+    os.replace(tmp / "report.html", out / "report.html")
+    os.replace(tmp / "report.md", out / "report.md")
+    keep = set(new)
+    for entry in fig_out.iterdir():
+        ours = entry.name in old_shown or FIGURE_NAME.match(entry.name)
+        if ours and entry.name not in keep and entry.is_file():
+            entry.unlink(missing_ok=True)

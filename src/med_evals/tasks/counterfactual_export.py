@@ -112,11 +112,9 @@ def accepted_dois(resume: str | Sequence[str] | None) -> set[str]:
 
 def export_counterfactuals(paths: Iterable[str | Path], out: str | Path) -> dict[str, Any]:
     """Write the accepted rewrites to ``out`` (rows already there are kept); a summary."""
-    out = Path(out)
-    if out.is_dir():
-        raise DatasetError(f"--out {out} is a folder, not the CSV to write")
-    if not out.parent.is_dir():
-        raise DatasetError(f"--out {out}: the folder {out.parent} does not exist")
+    from med_evals.outputs import check_file
+
+    out = check_file(out, "--out")
     # the rows already there are kept: read (and checked) before any log
     existing = (
         read_csv_checked(out, ["doi"], header_only_ok=True)
@@ -129,11 +127,21 @@ def export_counterfactuals(paths: Iterable[str | Path], out: str | Path) -> dict
     new = [row for doi, row in found.rows.items() if doi not in have]
     rows = kept + new
     if rows:
-        columns = list(existing.columns) if existing is not None else list(rows[0])
-        pd.DataFrame(rows, columns=columns).to_csv(out, index=False)
+        from med_evals.outputs import write_csv
         from med_evals.tasks.oncology_rct import read_trials
 
-        read_trials(out)  # the oncology task must read it: schema, unique DOIs, inverted targets
+        columns = list(existing.columns) if existing is not None else list(rows[0])
+        # read back by the task, not opened in a spreadsheet: every cell as the model wrote it
+        # (no formula neutralising, which would change the text the task shows); written whole,
+        # and only once the oncology task reads it (schema, unique DOIs, inverted targets)
+        def check(written: Path) -> None:
+            try:
+                read_trials(written)
+            except DatasetError as ex:  # named as the file it would have been
+                raise DatasetError(str(ex).replace(str(written), str(out))) from None
+
+        write_csv(pd.DataFrame(rows, columns=columns), out, "--out", for_people=False,
+                  check=check)
     return {
         "logs": found.logs,
         "samples": found.samples,

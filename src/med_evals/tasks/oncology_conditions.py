@@ -8,6 +8,7 @@ shows the counterfactual text, scored against the inverted label.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,16 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "controls": ("doi_shuffled", "doi_synthetic", "irrelevant_identifier"),
 }
 GROUPS["all"] = tuple(CONDITIONS)
+
+
+def unknown_condition(name: str) -> str | None:
+    """None for a known condition; else what to say of ``name``: unknown, and the closest
+    known condition (``title-abstract`` -> ``title_abstract``)."""
+    if name in CONDITIONS:
+        return None
+    close = difflib.get_close_matches(name.replace("-", "_"), list(CONDITIONS), n=1, cutoff=0.6)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return f"unknown condition {name!r}{hint} (conditions: {', '.join(CONDITIONS)})"
 
 
 def resolve_conditions(condition: str | Sequence[str]) -> list[str]:

@@ -27,6 +27,7 @@ import pandas as pd
 
 from med_evals.data import DatasetError
 from med_evals.exit_codes import USAGE, CommandError
+from med_evals.outputs import check_folder, make_folder, write_text
 from med_evals.scorers.labels import invert_outcome
 from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
 from med_evals.tasks.oncology_recorded import read_recorded, scored_reply
@@ -93,24 +94,22 @@ def write_replays(
     replies = read_recorded(table, trials)
     if trials is not None:
         replies = align_to_trials(table, replies, trials)
-    out_dir.mkdir(exist_ok=True)
+    make_folder(out_dir)
     written = {}
     for model, rows in replay_rows(replies).items():
         path = out_dir / f"{_safe(model)}.jsonl"
-        with path.open("w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
         written[model] = path
     return written
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """Raise :class:`CommandError` (exit 2) unless ``out_dir`` is a folder or can be made in an
-    existing one: checked before any work."""
-    if out_dir.exists() and not out_dir.is_dir():
-        raise CommandError(f"--out {out_dir} is a file, not a folder for the replay files", USAGE)
-    if not out_dir.parent.is_dir():
+    """Raise :class:`CommandError` (exit 2) unless ``out_dir`` is a folder that can be written
+    in, or can be made in an existing one (:func:`med_evals.outputs.check_folder`): checked
+    before any work."""
+    if not out_dir.parent.is_dir() and not out_dir.is_dir():
         raise CommandError(f"--out {out_dir}: the folder {out_dir.parent} does not exist", USAGE)
+    check_folder(out_dir, "--out")
 
 
 def recorded_conditions(path: Path) -> list[str]:
