@@ -113,6 +113,10 @@ def test_regress_gates_the_finished_log_and_names_the_others(retried, tmp_path, 
         out, _ = capsys.readouterr()
         assert "undecided: oncology_rct / openai-api/fake/fake" in out
         assert "run did not complete" in out
+        # the hint is the command that finishes the run into its own folder (eval-retry
+        # alone writes to ./logs, where gating this folder again would not find it)
+        folder = Path(path).parent.resolve()
+        assert f"resume it with `inspect eval-retry --log-dir {folder} {path}`" in out
 
 
 def test_baseline_and_report_read_the_finished_log(retried, tmp_path, capsys):

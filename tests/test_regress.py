@@ -318,7 +318,7 @@ def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
         (["baseline", str(tmp_path / "empty"), "-o", str(tmp_path / "b.json")],
          "{t}/empty: no Inspect log (.eval or .json) in this folder"),
         (["baseline", str(runs["same"]), "-o", str(tmp_path / "no" / "b.json")],
-         "-o {t}/no/b.json: folder {t}/no does not exist"),
+         "-o {t}/no/b.json: the folder {t}/no does not exist"),
     ]
     for argv, message in cases:
         assert cli_main(argv) == 2, argv
@@ -427,3 +427,78 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
     assert cli_main(["regress", "--n-boot", "50", "--baseline", str(path), str(runs["same"])]) == 2
     err = capsys.readouterr().err
     assert err == "med-evals regress: error: --n-boot 50: at least 100 resamples\n"
+
+
+def _log_of(folder: Path) -> str:
+    from med_evals.logs import expand_log_paths
+
+    [log] = expand_log_paths([folder])
+    return log
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_model_and_setup_are_never_gated_against_each_other(
+    runs, tmp_path, capsys
+):
+    """Two runs of the same model and setup with different results (one whose replies never
+    parse): before, ``baseline A B`` then ``regress A B`` compared both new runs with the
+    first baseline run and failed on valid_rate (exit 1)."""
+    a, b = runs["baseline"], runs["invalid"]
+    out = tmp_path / "b.json"
+    assert cli_main(["baseline", str(a), str(b), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and _log_of(a) in err and _log_of(b) in err
+    assert "two runs of oncology_rct / mockllm/reader with the same task arguments" in err
+    assert not out.exists()
+    # a baseline that holds both anyway (recorded apart, joined): each new run is compared with
+    # the baseline run recorded from its own log, never with the other's
+    both = make_baseline([a])
+    both["runs"] += make_baseline([b])["runs"]
+    rows, notes = regress(both, [a, b], n_boot=N_BOOT)
+    assert notes == [] and {r.verdict for r in rows} <= {"ok", "info", "untested"}
+    assert not [r for r in rows if r.verdict == "REGRESSION"]
+    valid = [r for r in rows if r.metric == "valid_rate"]
+    assert sorted((r.old, r.new) for r in valid) == [(0.0, 0.0), (1.0, 1.0)]
+    # a baseline of A, then A and B: A is compared with its own record, B with nothing
+    path = _save(make_baseline([a]), tmp_path / "a.json")
+    assert cli_main(["regress", *NB, "--baseline", path, str(a), str(b)]) == 3
+    lines = _last_lines(capsys)
+    assert lines[0] == ("undecided: oncology_rct / mockllm/reader: every baseline run of task "
+                        f"oncology_rct is compared with another new run ({_log_of(b)}): "
+                        "not gated")
+    # one baseline run (from a log of another name: another machine) and two new runs it
+    # could stand for: undecided, naming both
+    elsewhere = make_baseline([a])
+    elsewhere["runs"][0]["log"] = "elsewhere.eval"
+    path = _save(elsewhere, tmp_path / "e.json")
+    assert cli_main(["regress", *NB, "--baseline", path, str(a), str(b)]) == 3
+    lines = _last_lines(capsys)
+    ambiguous = [line for line in lines if "cannot tell which to compare" in line]
+    assert len(ambiguous) == 2
+    assert all(Path(_log_of(a)).name in line and Path(_log_of(b)).name in line
+               for line in ambiguous)
+    assert lines[-1].startswith("UNDECIDED")
+
+
+def test_runs_are_matched_one_to_one():
+    """A new run takes the baseline run of its own model and setup; a run of another model
+    falls back to a baseline run of the same setup only when no other run has taken it."""
+    from med_evals.logs import Run
+    from med_evals.regress import match_runs, setup_of
+
+    def run(model: str, condition: str, path: str) -> Run:
+        prov = {"task_args": {"condition": condition}, "prompt": "p", "revision": "r"}
+        return Run(path, "oncology_rct", model, {}, prov)
+
+    def base(r: Run) -> dict:
+        return {"task": r.task, "model": r.model, "task_args": r.task_args,
+                "setup": setup_of(r), "log": Path(r.path).name, "samples": {}}
+
+    old = [run("m1", "x", "o1.eval"), run("m2", "x", "o2.eval")]
+    new = [run("m2", "x", "n2.eval"), run("m3", "x", "n3.eval"), run("m1", "x", "n1.eval")]
+    m = match_runs([base(r) for r in old], new)
+    assert m.pairs == {0: 1, 2: 0} and 1 not in m.ambiguous  # m3: both taken, no baseline
+    m = match_runs([base(old[0])], [new[1]])
+    assert m.pairs == {0: 0}  # the setup alone (a replay file moved) when nothing else wants it
+    m = match_runs([base(old[0])], [new[1], run("m4", "x", "n4.eval")])
+    assert m.pairs == {} and set(m.ambiguous) == {0, 1}

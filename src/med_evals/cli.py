@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from med_evals.safe_text import terminal
 from med_evals.studies import STUDIES
 
 
@@ -15,9 +16,20 @@ def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
     from med_evals.log_files import LogPathError
     from med_evals.logs import score_values, select_logs
+    from med_evals.outputs import check_file
     from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
+    from med_evals.tasks.oncology_conditions import unknown_condition
 
-    pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
+    try:
+        pairs = [parse_pair(p) for p in (args.pair or DEFAULT_FLIP_PAIRS)]
+    except ValueError as ex:
+        raise CommandError(f"--pair: {ex}") from None
+    for a, b in pairs:
+        for name in (a, b):
+            if (problem := unknown_condition(name)) is not None:
+                raise CommandError(f"--pair {a}:{b}: {problem}")
+    if args.out:
+        check_file(args.out, "--out")  # before any log is read
     try:
         selection = select_logs(args.logs, strict=True)
     except LogPathError as ex:
@@ -25,13 +37,13 @@ def _flip_rate(args: argparse.Namespace) -> int:
     # one log per eval (after a kill and eval-retry, the finished one), as report and regress
     for line in [*selection.unreadable, *(u[3] for u in selection.unfinished),
                  *selection.superseded]:
-        print(f"skipped: {line}", file=sys.stderr)
+        print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
     by_model: dict[str, list] = {}
     for path in selection.finished:
         try:
             model, values = score_values(path, "trial_outcome")
         except ValueError as ex:
-            print(f"skipped: {ex}", file=sys.stderr)
+            print(f"skipped: {terminal(str(ex), one_line=True)}", file=sys.stderr)
             continue
         by_model.setdefault(model, []).extend(values)
     rows = []
@@ -64,10 +76,12 @@ def _flip_rate(args: argparse.Namespace) -> int:
 
 
 def _score_recorded(args: argparse.Namespace) -> int:
+    from med_evals.outputs import check_file
     from med_evals.report.oncology import recorded_table
-    from med_evals.tasks.oncology_recorded import check_out_file, read_recorded, score_recorded
+    from med_evals.tasks.oncology_recorded import read_recorded, score_recorded
 
-    check_out_file(args.out)
+    if args.out:
+        check_file(args.out, "--out")  # before any work
     trials = None
     if args.with_trials:
         from med_evals.tasks.oncology_rct import load_trials
@@ -86,12 +100,14 @@ def _recorded_to_replay(args: argparse.Namespace) -> int:
 
 def _export_counterfactuals(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import USAGE, CommandError
+    from med_evals.outputs import check_file
     from med_evals.tasks.counterfactual_export import export_counterfactuals
 
+    check_file(args.out, "--out")  # before any log is read
     summary = export_counterfactuals(args.logs, args.out)
     skipped = summary.pop("skipped")
     for line in skipped:
-        print(f"skipped: {line}", file=sys.stderr)
+        print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
     print(", ".join(f"{k} {v}" for k, v in summary.items()))
     if not summary["rows"]:
         why = f" ({len(skipped)} skipped, listed above)" if skipped else ""
@@ -111,12 +127,12 @@ def _report(args: argparse.Namespace) -> int:
     except ReportError as ex:
         raise CommandError(str(ex), USAGE) from None
     for line in result.skipped:
-        print(f"skipped: {line}", file=sys.stderr)
+        print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
     for line in result.warnings:
-        print(f"warning: {line}", file=sys.stderr)
+        print(f"warning: {terminal(line, one_line=True)}", file=sys.stderr)
     for line in result.notes:
-        print(f"note: {line}", file=sys.stderr)
-    print(f"wrote {result.markdown}, {result.html} and {len(result.figures)} figures")
+        print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
+    print(terminal(f"wrote {result.markdown}, {result.html} and {len(result.figures)} figures"))
     return 0
 
 
@@ -127,11 +143,11 @@ def _baseline(args: argparse.Namespace) -> int:
     baseline = make_baseline(args.logs)
     save_baseline(baseline, args.output)
     for line in baseline["skipped"]:
-        print(f"skipped: {line}", file=sys.stderr)
+        print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
     runs = ", ".join(
         f"{r['task']} / {r['model']} ({len(r['samples'])} samples)" for r in baseline["runs"]
     )
-    print(f"wrote {args.output}: {runs}")
+    print(terminal(f"wrote {args.output}: {runs}", one_line=True))
     return 0
 
 
@@ -143,42 +159,77 @@ def _regress(args: argparse.Namespace) -> int:
         raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples")
     rows, notes = regress(read_baseline(args.baseline), args.logs, n_boot=args.n_boot)
     for line in notes:
-        print(f"note: {line}", file=sys.stderr)
+        print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
     if rows:
-        print(format_rows(rows))
+        print(terminal(format_rows(rows)))
     for task, names in gated_metrics(rows).items():
         print(f"gated for {task}: {', '.join(names)} (headline metrics, paired bootstrap)")
     decision = decide(rows, allow_untested=args.allow_untested)
-    print("\n" + "\n".join(decision.lines))
+    print("\n" + "\n".join(terminal(line, one_line=True) for line in decision.lines))
     return decision.code
 
 
 def _subset_make(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
+    from med_evals.outputs import check_folder
     from med_evals.studies import spec
-    from med_evals.subsets import draw_stratified, write_subset
+    from med_evals.subsets import (
+        draw_stratified,
+        stored_subset_dir,
+        subset_file,
+        user_subset_dir,
+        write_subset,
+    )
 
+    folder = Path(args.out) if args.out else user_subset_dir()
+    check_folder(folder, "--out")
+    stored = subset_file(args.task, args.name, stored_subset_dir())
+    if stored.is_file() and folder.resolve() != stored.parent.resolve():
+        raise CommandError(
+            f"{args.task} subset '{args.name}' is a stored subset shipped with med_evals "
+            f"({stored}); name yours otherwise (a task reads a user's subset before a stored "
+            "one)"
+        )
+    if args.size < 1:
+        raise CommandError(f"--size {args.size}: at least 1 item")
     source = spec(args.task).subset_source
     if source is None:
         raise CommandError(f"{args.task} has no data to draw a subset from")
     revision, strata, key_text = source(args.data_dir)
+    if args.size > len(strata):
+        raise CommandError(
+            f"--size {args.size}: the {args.task} data (revision {revision}) holds "
+            f"{len(strata)} items; a subset is at most all of them"
+        )
     ids = draw_stratified(strata, args.size, seed=args.seed)
     path = write_subset(
-        args.task, args.name, revision, ids, key_text, ["gold label"], args.seed, args.version
+        args.task, args.name, revision, ids, key_text, ["gold label"], args.seed, args.version,
+        directory=folder,
     )
     counts: dict[str, int] = {}
     for i in ids:
         counts[str(strata[i])] = counts.get(str(strata[i]), 0) + 1
     print(f"wrote {path}: {len(ids)} items; per stratum: {counts}")
+    if folder.resolve() != user_subset_dir().resolve():
+        print(f"a task reads it with MED_EVALS_SUBSET_DIR={folder} and -T subset={args.name}")
     return 0
 
 
 def _emit(df: pd.DataFrame, out: str | None) -> None:
+    """Print a table (log-derived text made safe for a terminal) and write it as CSV for a
+    spreadsheet (written whole; formulas neutralised: :func:`med_evals.outputs.write_csv`)."""
+    from med_evals.outputs import write_csv
+    from med_evals.safe_text import terminal
+
     if out:
-        df.to_csv(out, index=False)
-        print(f"wrote {out}")
+        write_csv(df, out, "--out")
+        print(f"wrote {terminal(out)}")
+    shown = df.copy()
+    for col in shown.columns:  # text columns (object, or pandas' own string dtype)
+        if not pd.api.types.is_numeric_dtype(shown[col]):
+            shown[col] = shown[col].map(lambda v: terminal(v) if isinstance(v, str) else v)
     with pd.option_context("display.width", 250, "display.max_columns", None):
-        print(df.to_string(index=False))
+        print(shown.to_string(index=False))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,11 +341,18 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
     subsub = p.add_subparsers(dest="subset_command", required=True)
     q = subsub.add_parser(
-        "make", help="draw a stratified subset and store its ids in med_evals/manifests/subsets/"
+        "make",
+        help="draw a stratified subset and store its ids in your subsets folder "
+        "($MED_EVALS_SUBSET_DIR, else the user data folder's med_evals/subsets)",
     )
     q.add_argument("task", choices=sorted(STUDIES))
-    q.add_argument("name", help="subset name, e.g. smoke or ci")
-    q.add_argument("--size", type=int, required=True)
+    q.add_argument("name", help="subset name, e.g. nightly (not a stored subset's: smoke, ci)")
+    q.add_argument("--size", type=int, required=True, help="items, at most the data's")
+    q.add_argument(
+        "--out",
+        help="folder to write the subset into instead (a task reads it with "
+        "MED_EVALS_SUBSET_DIR=<folder>)",
+    )
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--version", type=int, default=1)
     q.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
@@ -326,10 +384,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         return int(args.func(args))
     except CommandError as ex:
-        print(f"med-evals {name}: error: {ex}", file=sys.stderr)
+        print(f"med-evals {name}: error: {terminal(str(ex), one_line=True)}", file=sys.stderr)
         return ex.code
     except InputError as ex:
-        print(f"med-evals {name}: error: {ex}", file=sys.stderr)
+        print(f"med-evals {name}: error: {terminal(str(ex), one_line=True)}", file=sys.stderr)
         return USAGE
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import shlex
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,13 +37,12 @@ from typing import Any
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.log_files import LogPathError
 from med_evals.logs import LogSelection, LogSkipped, Run, load_run, select_logs
+from med_evals.outputs import check_file, write_text
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec
 from med_evals.study import NON_SETUP_ARGS
 
 FORMAT = 2
-#: verdicts of a run the gate could not compare (besides an "untested" metric)
-NOT_COMPARED = ("unfinished", "unusable", "no baseline", "setup changed")
 #: verdicts of a gated metric that was tested
 TESTED = ("ok", "improved", "REGRESSION")
 
@@ -117,6 +117,7 @@ def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
         raise CommandError(
             "no run of a med_evals study in the logs given: " + "; ".join(skipped), USAGE
         )
+    check_distinct(runs)
     return {
         "format": FORMAT,
         "runs": [
@@ -135,6 +136,24 @@ def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
     }
 
 
+def check_distinct(runs: Sequence[Run]) -> None:
+    """:class:`CommandError` (exit 2) when two runs (two evals) have the same task, model, task
+    arguments and setup: a baseline holds one run of each, or ``regress`` could not tell which
+    new run to compare with which (:func:`match_runs`)."""
+    seen: dict[str, Run] = {}
+    for run in runs:
+        key = _run_identity(run, LEVELS[0])
+        if key in seen:
+            first = seen[key]
+            raise CommandError(
+                f"{first.path} and {run.path}: two runs of {run.task} / {run.model} with the "
+                "same task arguments and setup; a baseline records one run of each (the gate "
+                "could not tell which new run to compare with which): give one of them",
+                USAGE,
+            )
+        seen[key] = run
+
+
 @dataclass
 class Row:
     task: str
@@ -145,6 +164,8 @@ class Row:
     test: str
     detail: str
     verdict: str
+    #: the log a row is about, where the gate prints a command for it (an unfinished run)
+    log: str = ""
 
     @property
     def difference(self) -> float:
@@ -273,26 +294,114 @@ def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]
     return rows
 
 
+def _key(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+#: what a new run and a baseline run must share at each level of :func:`match_runs`, tried in
+#: turn (the task always): model, every task argument and setup; model and setup (another
+#: subset: compared on the shared samples); the model (a changed setup, reported as such); the
+#: setup (a replayed run's model names its file, whose path differs between machines); nothing
+LEVELS: tuple[tuple[str, ...], ...] = (
+    ("model", "task_args", "setup"),
+    ("model", "setup"),
+    ("model",),
+    ("setup",),
+    (),
+)
+
+
+def _identity(task: str, model: str, task_args: Any, setup: Any, fields: Sequence[str]) -> str:
+    values = {"model": model, "task_args": task_args, "setup": setup}
+    return _key([task, *(values[f] for f in fields)])
+
+
+def _run_identity(run: Run, fields: Sequence[str]) -> str:
+    return _identity(run.task, run.model, run.task_args, setup_of(run), fields)
+
+
+def _base_identity(base: Mapping[str, Any], fields: Sequence[str]) -> str:
+    return _identity(base["task"], base["model"], base.get("task_args") or {}, base["setup"],
+                     fields)
+
+
+@dataclass
+class Matching:
+    """:func:`match_runs`: new run index -> baseline run index, and the new runs that could not
+    be matched one to one (index -> why)."""
+
+    pairs: dict[int, int] = field(default_factory=dict)
+    ambiguous: dict[int, str] = field(default_factory=dict)
+
+
+def _name(path: str | None) -> str:
+    return Path(str(path)).name
+
+
+def match_runs(baseline_runs: Sequence[Mapping[str, Any]], runs: Sequence[Run]) -> Matching:
+    """Pair new runs with baseline runs **one to one**: never two new runs with one baseline
+    run, never a run with another run's baseline.
+
+    First a new run and a baseline run of the same model, task arguments and setup recorded
+    from a log of the same file name (the baseline's own logs given again); then, level by
+    level (:data:`LEVELS`), a new run whose level key is shared by exactly one unpaired
+    baseline run and no other unpaired new run. Where a level offers several (two new runs of
+    the same model and setup, or one new run and two such baseline runs), the runs concerned
+    are *ambiguous*: the gate cannot tell which to compare with which, and says so."""
+    out = Matching()
+    free = set(range(len(baseline_runs)))
+    exact = LEVELS[0]
+    for i, run in enumerate(runs):
+        named = [
+            j for j in sorted(free)
+            if _base_identity(baseline_runs[j], exact) == _run_identity(run, exact)
+            and _name(baseline_runs[j].get("log")) == _name(run.path)
+        ]
+        if len(named) == 1:
+            out.pairs[i] = named[0]
+            free.discard(named[0])
+    for fields in LEVELS:
+        todo = [i for i in range(len(runs)) if i not in out.pairs and i not in out.ambiguous]
+        new_by_key: dict[str, list[int]] = defaultdict(list)
+        for i in todo:
+            new_by_key[_run_identity(runs[i], fields)].append(i)
+        base_by_key: dict[str, list[int]] = defaultdict(list)
+        for j in sorted(free):
+            base_by_key[_base_identity(baseline_runs[j], fields)].append(j)
+        for key, news in new_by_key.items():
+            bases = base_by_key.get(key, [])
+            if not bases:
+                continue
+            if len(news) == 1 and len(bases) == 1:
+                out.pairs[news[0]] = bases[0]
+                free.discard(bases[0])
+                continue
+            what = ("the same model, task arguments and setup" if fields == exact
+                    else "the same " + " and ".join(f.replace("_", " ") for f in fields)
+                    if fields else "the same task")
+            new_logs = ", ".join(_name(runs[i].path) for i in news)
+            base_logs = ", ".join(_name(baseline_runs[j].get("log")) for j in bases)
+            why = (f"{len(news)} new run(s) ({new_logs}) and {len(bases)} baseline run(s) "
+                   f"({base_logs}) of {runs[news[0]].task} with {what}: the gate cannot tell "
+                   "which to compare with which; gate such runs one at a time, or record a "
+                   "baseline of the same logs")
+            for i in news:
+                out.ambiguous[i] = why
+    return out
+
+
 def match(baseline_runs: Sequence[Mapping[str, Any]], run: Run) -> int | None:
-    """The index of the baseline run a new run is compared with: one of its task, preferring
-    the same model and setup, then the same model, then the same setup (a replayed run's model
-    names its file, whose path differs between machines), then the first."""
-    setup = setup_of(run)
-    same_task = [b for b in enumerate(baseline_runs) if b[1]["task"] == run.task]
-    for model, same_setup in ((True, True), (True, False), (False, True), (False, False)):
-        for i, b in same_task:
-            if (not model or b["model"] == run.model) and (not same_setup or b["setup"] == setup):
-                return i
-    return None
+    """The baseline run one new run alone would be compared with (:func:`match_runs`)."""
+    return match_runs(baseline_runs, [run]).pairs.get(0)
 
 
 def regress(
     baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000
 ) -> tuple[list[Row], list[str]]:
     """Rows for every headline metric of every new run matched to a baseline run
-    (:func:`match`), one row for each run the gate cannot compare (unfinished, unusable, no
-    baseline run, setup changed), and notes (logs ignored or skipped, baseline runs that no
-    new run was compared with).
+    (:func:`match_runs`: one to one), one row for each run the gate cannot compare
+    (unfinished, unusable, ambiguous, no baseline run, setup changed), and notes (logs ignored
+    or skipped, baseline runs that no new run was compared with).
 
     :class:`CommandError` (exit 2) for a malformed baseline, a missing path, a folder without
     logs or an unreadable log."""
@@ -300,10 +409,10 @@ def regress(
     selection = select(logs)
     notes = list(selection.superseded)
     rows: list[Row] = []
-    for _, task, model, line in selection.unfinished:
+    for path, task, model, line in selection.unfinished:
         if task in STUDIES:
             rows.append(Row(task, model, "(all)", math.nan, math.nan, "log status", line,
-                            "unfinished"))
+                            "unfinished", log=path))
         else:
             notes.append(line)
     runs, other, unusable = load_finished(selection)
@@ -312,15 +421,22 @@ def regress(
         Row(str(ex.task), str(ex.model), "(all)", math.nan, math.nan, "log", str(ex), "unusable")
         for ex in unusable
     ]
-    compared: set[int] = set()
-    for run in runs:
-        i = match(baseline["runs"], run)
-        if i is None:
+    matching = match_runs(baseline["runs"], runs)
+    for i, run in enumerate(runs):
+        if i in matching.ambiguous:
             rows.append(Row(run.task, run.model, "(all)", math.nan, math.nan, "baseline match",
-                            f"no baseline run of task {run.task} ({run.path})", "no baseline"))
+                            matching.ambiguous[i], "ambiguous"))
             continue
-        compared.add(i)
-        rows += compare_run(baseline["runs"][i], run, n_boot)
+        j = matching.pairs.get(i)
+        if j is None:
+            taken = any(b["task"] == run.task for b in baseline["runs"])
+            why = (f"every baseline run of task {run.task} is compared with another new run"
+                   if taken else f"no baseline run of task {run.task}")
+            rows.append(Row(run.task, run.model, "(all)", math.nan, math.nan, "baseline match",
+                            f"{why} ({run.path})", "no baseline"))
+            continue
+        rows += compare_run(baseline["runs"][j], run, n_boot)
+    compared = set(matching.pairs.values())
     notes += [
         f"baseline run {b['task']} / {b['model']} ({b.get('log')}): no new run in the logs "
         "given was compared with it"
@@ -347,8 +463,11 @@ def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
     for r in rows:
         who = f"{r.task} / {r.model}"
         if r.verdict == "unfinished":
-            lines.append(f"undecided: {who}: {r.detail}: resume it (inspect eval-retry)")
+            lines.append(f"undecided: {who}: {r.detail}: resume it with "
+                         f"`{resume_command(r.log)}`")
         elif r.verdict == "unusable":
+            lines.append(f"undecided: {who}: {r.detail}")
+        elif r.verdict == "ambiguous":
             lines.append(f"undecided: {who}: {r.detail}")
         elif r.verdict == "no baseline":
             lines.append(f"undecided: {who}: {r.detail}: not gated")
@@ -384,6 +503,15 @@ def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
     lines.append(f"pass: {len(tested)} gated metric(s) tested, 0 regressions beyond sampling "
                  "noise (95% paired bootstrap)")
     return Decision(OK, lines)
+
+
+def resume_command(log: str) -> str:
+    """The command that finishes a killed run into its own folder (without ``--log-dir``,
+    ``inspect eval-retry`` writes the finished log to ``./logs``, where gating the run's folder
+    again would not find it)."""
+    path = Path(log)
+    folder = path.parent.resolve() if path.parent.exists() else path.parent
+    return f"inspect eval-retry --log-dir {shlex.quote(str(folder))} {shlex.quote(str(path))}"
 
 
 def gated_metrics(rows: Sequence[Row]) -> dict[str, list[str]]:
@@ -424,21 +552,15 @@ def format_rows(rows: Sequence[Row]) -> str:
 
 def check_output(path: str | Path) -> Path:
     """The baseline file to write; :class:`CommandError` (exit 2), before any work, when it
-    cannot be: a folder, or in a folder that does not exist."""
-    out = Path(path)
-    if out.is_dir():
-        raise CommandError(f"-o {out}: is a folder; name the baseline JSON file to write", USAGE)
-    if not out.parent.is_dir():
-        raise CommandError(f"-o {out}: folder {out.parent} does not exist", USAGE)
-    return out
+    cannot be (:func:`med_evals.outputs.check_file`)."""
+    return check_file(path, "-o")
 
 
 def save_baseline(baseline: dict[str, Any], path: str | Path) -> None:
-    out = check_output(path)
-    try:
-        out.write_text(json.dumps(baseline, indent=1, sort_keys=True, default=str))
-    except OSError as ex:
-        raise CommandError(f"-o {out}: cannot write it ({ex.strerror or ex})", USAGE) from None
+    """Write the baseline whole or not at all (:func:`med_evals.outputs.write_text`): a kill
+    or a full disk leaves the earlier baseline as it was."""
+    write_text(check_output(path), json.dumps(baseline, indent=1, sort_keys=True, default=str),
+               "-o")
 
 
 def check_baseline(baseline: Any, source: str = "the baseline") -> None:
