@@ -119,6 +119,14 @@ def test_published_rows_of_the_condition_printed_as_published(tmp_path, monkeypa
     [
         (["--recorded", "m3"], "--recorded m3: not in trials_with_predictions.csv"),
         (["--condition", "doi_only"], "--condition doi_only: m1 has no recorded replies"),
+        # an unknown condition was blamed on the recording ("m1 has no recorded replies for it")
+        (
+            ["--condition", "title-abstract"],
+            "--condition title-abstract: unknown condition; did you mean title_abstract? "
+            "(conditions: title_abstract, ",
+        ),
+        # exited 1 (a failed run's code) through the exception hook
+        (["--model", "foo/bar"], "--model foo/bar: unknown model provider 'foo' (providers: "),
         (["--recorded", "none"], "nothing to compare"),
         (["-M", "choices"], "-M 'choices': expected NAME=VALUE"),
         (["--model", "embedded/no-such-model"], "--model embedded/no-such-model: embedded/"),
@@ -176,6 +184,17 @@ def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
                 assert "ours, not a study's setting" in decoding
     assert (logs / "report" / "report.html").is_file()
     assert json.loads((logs / "replays" / "m1.jsonl").read_text().splitlines()[0])["model"] == "m1"
+
+
+def test_the_viewer_line_names_the_log_folder_absolutely(tmp_path, monkeypatch):
+    """Inspect's viewer answers 403 for a --log-dir with `..` in it: the line printed must work
+    as printed, from any folder."""
+    from med_evals.compare import Comparison
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    c = Comparison("title_abstract", "compare", [], [], "", Path("runs/../logs"), None)
+    assert format_table(c).splitlines()[-1] == f"logs:   inspect view --log-dir {tmp_path / 'logs'}"
 
 
 def test_run_labels_name_the_model_args_given():

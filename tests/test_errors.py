@@ -6,7 +6,9 @@ is created and when the task is built), a failed run (``inspect eval``), a missp
 The other messages of a kind already run so are checked in process (:func:`in_process_error`:
 the same ``-T`` parsing, task build and model, without a new interpreter's 5 s of imports), as
 are ``inspect eval-set``'s verdict on a failed run and the ``--limit 0`` notice, which come from
-Inspect's ``eval_set()`` and from the hook that runs after every eval.
+Inspect's ``eval_set()`` and from the hook that runs after every eval. Mistakes that Inspect's
+own option parsing meets (a ``-T`` value YAML rejects, ``--epochs 0``) run Inspect's command
+line in process (:func:`inspect_cli_error`, through click's test runner).
 """
 
 import contextvars
@@ -62,7 +64,7 @@ def in_process_error(tmp: Path, task: str, *task_args: str, model: str = "mockll
     """The message ``inspect eval <task> -T <task_args> --model <model>`` stops with before any
     sample runs, found in process: ``-T`` values parsed by Inspect's own CLI parser, the run
     started by ``inspect_ai.eval``; returned as the command prints it (``med_evals: <message>``,
-    one line: ``_compat._print_uncaught_input_error``). No log is written."""
+    one line: ``_compat.uncaught_message``). No log is written."""
     logs = tmp / "in-process-logs"
     with pytest.raises(InputError) as err:
         inspect_eval(
@@ -311,3 +313,147 @@ def test_only_the_unknown_provider_error_is_shortened():
     for other in (ValueError("something else"), KeyError("Model API x of model 'x/y' not "
                   "recognized."), ExceptionGroup("two", [error, ValueError("another")])):
         assert unknown_provider_message(other) is None
+
+
+# --- mistakes Inspect itself meets first (issue 27) -------------------------------------------
+# Inspect's own command line, in process (click's test runner): its option parsing, then the
+# run, without a new interpreter. The exception it stops with is what the command's exception
+# hook receives; `uncaught_message` is what our hook prints for it (None: Inspect's traceback).
+
+
+def inspect_cli_error(tmp: Path, *args: str) -> BaseException | None:
+    """The exception ``inspect <args> --display none --log-dir <tmp>/cli`` stops with (None when
+    it ends normally), run in process by Inspect's own command line."""
+    from click.testing import CliRunner
+    from inspect_ai._cli.main import inspect as inspect_command
+
+    argv = [*args, "--display", "none", "--log-dir", str(tmp / "cli")]
+    result = contextvars.copy_context().run(
+        CliRunner().invoke, inspect_command, argv, catch_exceptions=True
+    )
+    return None if isinstance(result.exception, SystemExit) else result.exception
+
+
+def printed_for(ex: BaseException | None) -> str | None:
+    from med_evals._compat import uncaught_message
+
+    assert ex is not None, "the command ended without an error"
+    message = uncaught_message(ex)
+    return None if message is None else f"med_evals: {message}"
+
+
+def test_a_task_argument_inspect_cannot_read_is_one_line(tmp_path):
+    """Inspect reads each -T value as YAML before any task is loaded: 2020-13-45 looks like a
+    YAML date and YAML's date constructor raised 'month must be in 1..12' (69 lines of
+    traceback)."""
+    run = ["eval", ONCOLOGY, "--model", "mockllm/model"]
+    ex = inspect_cli_error(tmp_path, *run, "-T", "published_after=2020-13-45")
+    assert printed_for(ex) == "med_evals: -T published_after=2020-13-45: not a date (YYYY-MM-DD)"
+    ex = inspect_cli_error(tmp_path, *run, "-T", "published_after=2021-02-30")
+    assert printed_for(ex) == "med_evals: -T published_after=2021-02-30: not a date (YYYY-MM-DD)"
+    # any value YAML rejects, named with its flag: a model argument too
+    ex = inspect_cli_error(tmp_path, *run, "-M", "choices=[POSITIVE")
+    assert printed_for(ex) == (
+        "med_evals: -M choices=[POSITIVE: Inspect reads the value as YAML and cannot read it "
+        "(expected ',' or ']', but got '<stream end>'); "
+        """to pass it as text, quote it: -M 'choices="[POSITIVE"'"""
+    )
+
+
+def test_a_misspelt_task_name_names_the_closest_task(tmp_path):
+    """Inspect said "No inspect tasks were found at the specified paths." and nothing else."""
+    from med_evals._compat import PrerequisiteError
+
+    with pytest.raises(PrerequisiteError) as err:
+        inspect_eval("med_evals/oncology_rtc", model="mockllm/model", display="none",
+                     log_dir=str(tmp_path / "l"))  # fmt: skip
+    assert printed_for(err.value) == (
+        "med_evals: no task med_evals/oncology_rtc; did you mean med_evals/oncology_rct?"
+    )
+    with pytest.raises(PrerequisiteError) as err:
+        inspect_eval("med_evals/nothing_like_it", model="mockllm/model", display="none",
+                     log_dir=str(tmp_path / "l"))  # fmt: skip
+    message = printed_for(err.value)
+    assert message is not None and message.startswith(
+        "med_evals: no task med_evals/nothing_like_it (med_evals's tasks: "
+    )
+    assert "med_evals/oncology_rct" in message and "med_evals/medevidence" in message
+
+
+def test_a_misspelt_role_provider_names_the_role():
+    """It was reported as `--model opnai/gpt-4o`, the flag of the model under evaluation."""
+    with pytest.raises(ValueError) as err:
+        inspect_eval(ONCOLOGY, model="mockllm/model", model_roles={"grader": "opnai/gpt-4o"},
+                     task_args={"trials_file": str(FIXTURE_CSV)}, display="none")  # fmt: skip
+    message = printed_for(err.value)
+    assert message is not None and message.startswith(
+        "med_evals: --model-role grader=opnai/gpt-4o: unknown model provider 'opnai'; "
+        "did you mean openai/gpt-4o? (providers: "
+    )
+
+
+def test_vllm_without_a_server_says_how_to_give_one(tmp_path, monkeypatch):
+    """Inspect started every sample, each failed asking to `pip install vllm` (a 155-line panel
+    of raw `[bold]` markup), and exited 0."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here: Inspect would start a server")
+    pytest.importorskip("openai")
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
+    trials = f"trials_file={FIXTURE_CSV}"
+    msg = in_process_error(tmp_path, ONCOLOGY, trials, model="vllm/Qwen/Qwen2.5-7B-Instruct")
+    assert msg == (
+        "med_evals: --model vllm/Qwen/Qwen2.5-7B-Instruct: no vLLM server to send requests to "
+        "(VLLM_BASE_URL is not set) and vllm is not installed here to start one: set "
+        "VLLM_BASE_URL=http://<host>:<port>/v1 (or pass --model-base-url, or -M port=<port> for "
+        "a server on this machine), or pip install vllm on a GPU machine and Inspect starts the "
+        "server (docs/models.md)"
+    )
+
+
+def test_a_vllm_server_given_any_way_passes_the_check(monkeypatch):
+    from inspect_ai.model import get_model
+
+    from med_evals.models.providers import vllm_server_problem
+
+    pytest.importorskip("openai")
+    monkeypatch.delenv("VLLM_BASE_URL", raising=False)
+    vllm = "vllm/Qwen/Qwen2.5-7B-Instruct"
+    assert vllm_server_problem(get_model(vllm, memoize=False)) is not None
+    for model in (
+        get_model(vllm, base_url="http://gpu:8000/v1", memoize=False),  # --model-base-url
+        get_model(vllm, port=8000, memoize=False),  # -M port=8000
+    ):
+        assert vllm_server_problem(model) is None
+    monkeypatch.setenv("VLLM_BASE_URL", "http://gpu:8000/v1")
+    assert vllm_server_problem(get_model(vllm, memoize=False)) is None
+    assert vllm_server_problem(get_model("mockllm/model")) is None
+
+
+def test_epochs_and_connections_below_one_are_refused(tmp_path):
+    """`--epochs 0` ran one epoch (Inspect reads 0 as not given); `--max-connections 0` waited
+    forever for a connection and sent no request (here with --limit 0, so that a run that is
+    not refused ends: it runs no sample)."""
+    from med_evals._compat import InputError
+
+    run = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model"]
+    ex = inspect_cli_error(tmp_path, *run, "--epochs", "0")
+    assert isinstance(ex, InputError), ex
+    assert printed_for(ex) == (
+        "med_evals: oncology_rct: --epochs 0: must be at least 1 (Inspect reads 0 as not given "
+        "and would run the task's own number of epochs)"
+    )
+    ex = inspect_cli_error(tmp_path, *run, "--max-connections", "0", "--limit", "0")
+    assert isinstance(ex, InputError), ex
+    assert printed_for(ex) == (
+        "med_evals: oncology_rct: --max-connections 0: must be at least 1 (with 0 no request is "
+        "ever sent: the run waits forever)"
+    )
+    assert not list_eval_logs(str(tmp_path / "cli"))
+    # a Python caller's max_connections=0 (Inspect refuses epochs=0 itself)
+    with pytest.raises(InputError, match=r"oncology_rct: max_connections=0: must be at least 1"):
+        inspect_eval(
+            ONCOLOGY, task_args={"trials_file": str(FIXTURE_CSV)}, model="mockllm/model",
+            max_connections=0, limit=0, display="none", log_dir=str(tmp_path / "p"),
+        )  # fmt: skip

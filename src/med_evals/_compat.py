@@ -13,8 +13,15 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   task's scorers (through the scorer's registry entry, like Inspect's own override).
 - ``active_model``: the model under evaluation while Inspect builds a task (None outside a run;
   unlike ``get_model()``, it never creates one).
-- ``registry_find``: the model providers Inspect knows, to name the closest to a misspelt one
-  (:func:`unknown_provider_message`).
+- ``registry_find``: the model providers and tasks Inspect knows, to name the closest to a
+  misspelt one (:func:`unknown_provider_message`, :func:`unknown_task_message`).
+- :func:`vllm_url_given`: whether a ``vllm/`` model was given a server URL (an attribute of
+  Inspect's provider, read before it connects).
+
+The exception hook (:func:`install_excepthook`) reads the traceback of the error it receives
+(the frames of Inspect's own functions: their names and locals) to say which flag a value came
+from: the functions named there (``parse_cli_args``, ``_resolve_role_model``) are Inspect's
+private code too, so they are named here only.
 """
 
 from __future__ import annotations
@@ -22,7 +29,9 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from types import TracebackType
+from collections.abc import Sequence
+from pathlib import PurePath
+from types import FrameType, TracebackType
 
 from inspect_ai._util.error import PrerequisiteError
 from inspect_ai._util.exception import TerminateSampleError
@@ -64,7 +73,7 @@ class InputError(ValueError, PrerequisiteError):
 
     Inspect prints an uncaught ``PrerequisiteError`` from its exception hook through its rich
     console, to stdout, and ``--display none`` makes that console quiet: the run exited 1 and
-    printed nothing. So creating an InputError puts :func:`_print_uncaught_input_error` in
+    printed nothing. So creating an InputError puts our hook (:func:`install_excepthook`) in
     front of whatever ``sys.excepthook`` is then (Inspect's, once ``inspect eval`` has started):
     an InputError that ends the process is printed by us, one line on stderr, whatever the
     display, and Inspect's hook is not called for it (so it is printed once); every other
@@ -79,29 +88,63 @@ class InputError(ValueError, PrerequisiteError):
 
 
 def install_excepthook() -> None:
-    """Put :func:`_print_uncaught_input_error` and :func:`unknown_provider_message` in front of
-    the current ``sys.excepthook`` (once: a hook already ours is left alone). Called when an
-    InputError is made, and when Inspect loads this package's entry point (which it does when a
-    name it looks up, a task or a provider, is not among its own: a misspelt ``--model``)."""
+    """Put our hook in front of the current ``sys.excepthook`` (once: a hook already ours is
+    left alone): an uncaught error that :func:`uncaught_message` knows is printed as one line,
+    ``med_evals: <message>``, on stderr (the interpreter then exits 1, as Inspect's hook would);
+    any other goes to the hook that was there. Called when an InputError is made, and when
+    Inspect loads this package's entry point (which it does when a name it looks up, a task or
+    a provider, is not among its own: a misspelt ``--model`` or task name).
+
+    Not in place when Inspect parses ``-T``, ``-M`` and ``-S`` values: ``inspect eval`` reads
+    them before it looks any name up, so nothing of this package has run yet
+    (:func:`cli_value_message` is ready for when it is)."""
     current = sys.excepthook
     if getattr(current, "_med_evals_input_errors", False):
         return
 
     def hook(kind: type[BaseException], ex: BaseException, tb: TracebackType | None) -> None:
-        if isinstance(ex, InputError):
-            _print_uncaught_input_error(ex)
-        elif (message := unknown_provider_message(ex)) is not None:
-            print(f"med_evals: {message}", file=sys.stderr, flush=True)
-        else:
+        message = uncaught_message(ex)
+        if message is None:
             current(kind, ex, tb)
+        else:
+            print(f"med_evals: {message}", file=sys.stderr, flush=True)
 
     setattr(hook, "_med_evals_input_errors", True)  # noqa: B010 - an attribute of a function
     sys.excepthook = hook
 
 
-def _print_uncaught_input_error(ex: InputError) -> None:
-    """``med_evals: <message>`` on stderr (the interpreter then exits 1, as Inspect's would)."""
-    print(f"med_evals: {ex}", file=sys.stderr, flush=True)
+def uncaught_message(ex: BaseException) -> str | None:
+    """The one line our exception hook prints (after ``med_evals: ``) for an error that ends
+    ``inspect eval``; None for an error that keeps Inspect's own report (a traceback, or a
+    ``PrerequisiteError``'s message): an :class:`InputError`, an unknown model provider
+    (:func:`unknown_provider_message`), a misspelt med_evals task (:func:`unknown_task_message`),
+    a command-line value Inspect cannot read (:func:`cli_value_message`)."""
+    if isinstance(ex, InputError):
+        return str(ex)
+    for message in (unknown_provider_message, unknown_task_message, cli_value_message):
+        found = message(ex)
+        if found is not None:
+            return found
+    return None
+
+
+def _frames(ex: BaseException) -> list[FrameType]:
+    """The frames of ``ex``'s traceback, from where it was caught (outermost) to where it was
+    raised (innermost)."""
+    frames, tb = [], ex.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    return frames
+
+
+def _is_inspect(frame: FrameType, function: str, *path: str) -> bool:
+    """Whether ``frame`` runs Inspect's ``function`` of the file ``inspect_ai/<path>``."""
+    parts = ("inspect_ai", *path)
+    return (
+        frame.f_code.co_name == function
+        and PurePath(frame.f_code.co_filename).parts[-len(parts) :] == parts
+    )
 
 
 #: Inspect's message for a provider it does not know (``get_model``)
@@ -117,7 +160,11 @@ def _leaves(ex: BaseException) -> list[BaseException]:
 def unknown_provider_message(ex: BaseException) -> str | None:
     """One line for Inspect's error on an unknown ``--model`` provider (raised inside a task
     group, so Python would print it as an exception group: 213 lines), naming the closest
-    provider Inspect knows; None for any other exception, which keeps its traceback."""
+    provider Inspect knows; None for any other exception, which keeps its traceback.
+
+    The model of a role (``--model-role grader=opnai/gpt-4o``) is named with its flag: Inspect
+    makes each role's model in ``_resolve_role_model(role, model)``, a frame of the error's
+    traceback."""
     leaves = _leaves(ex)
     if len(leaves) != 1 or not isinstance(leaves[0], ValueError):
         return None
@@ -125,6 +172,13 @@ def unknown_provider_message(ex: BaseException) -> str | None:
     if match is None:
         return None
     api, model = match.groups()
+    roles = [
+        f.f_locals.get("role")
+        for f in _frames(leaves[0])
+        if _is_inspect(f, "_resolve_role_model", "model", "_util.py")
+    ]
+    role = roles[-1] if roles else None
+    flag = f"--model-role {role}={model}" if isinstance(role, str) else f"--model {model}"
     known = {
         registry_unqualified_name(registry_info(o))
         for o in registry_find(lambda info: info.type == "modelapi")
@@ -132,6 +186,108 @@ def unknown_provider_message(ex: BaseException) -> str | None:
     close = difflib.get_close_matches(api, sorted(known), n=1)
     hint = f"; did you mean {close[0]}/{model.split('/', 1)[1]}?" if close else ""
     return (
-        f"--model {model}: unknown model provider '{api}'{hint} (providers: Inspect's "
+        f"{flag}: unknown model provider '{api}'{hint} (providers: Inspect's "
         "documentation of models, and embedded and replay from med_evals: docs/models.md)"
     )
+
+
+#: Inspect's message when no task matches the names given (``eval``, ``eval_set``)
+_NO_TASKS = "No inspect tasks were found"
+#: the registry prefix of this package's tasks
+_PACKAGE = "med_evals/"
+
+
+def _requested_tasks(ex: BaseException) -> list[str]:
+    """The task names the run was asked for: the ``tasks`` argument of the innermost frame of
+    Inspect's that has one as names (``eval`` and ``eval_set`` pass it down as given)."""
+    for frame in reversed(_frames(ex)):
+        tasks = frame.f_locals.get("tasks")
+        if isinstance(tasks, str):
+            return [tasks]
+        if isinstance(tasks, list | tuple) and tasks and all(isinstance(t, str) for t in tasks):
+            return list(tasks)
+    return []
+
+
+def unknown_task_message(ex: BaseException) -> str | None:
+    """One line for Inspect's "No inspect tasks were found at the specified paths." when a
+    ``med_evals/<name>`` asked for is not a task of this package: the closest task's name, or
+    the list of them; None for any other error, or a name outside this package."""
+    leaves = _leaves(ex)
+    if len(leaves) != 1 or not isinstance(leaves[0], PrerequisiteError):
+        return None
+    if _NO_TASKS not in str(leaves[0].message):
+        return None
+    ours = sorted(
+        name
+        for name in (registry_info(o).name for o in registry_find(lambda i: i.type == "task"))
+        if name.startswith(_PACKAGE)
+    )
+    missing = [t for t in _requested_tasks(leaves[0]) if t.startswith(_PACKAGE) and t not in ours]
+    if not missing:
+        return None
+    parts = []
+    short = [name.removeprefix(_PACKAGE) for name in ours]
+    for name in missing:
+        close = difflib.get_close_matches(name.removeprefix(_PACKAGE), short, n=1)
+        hint = (
+            f"; did you mean {_PACKAGE}{close[0]}?"
+            if close
+            else f" (med_evals's tasks: {', '.join(ours)})"
+        )
+        parts.append(f"no task {name}{hint}")
+    return "; ".join(parts)
+
+
+def _flag_of(args: object, outer: Sequence[FrameType]) -> str | None:
+    """The flag of the values ``args`` Inspect's ``parse_cli_args`` was given: the name its
+    caller (the first frame outside the parsing functions, e.g. ``eval_exec``) holds them under
+    (``t``: ``-T``, ``m``: ``-M``, ``s``: ``-S``, ``metadata``: ``--metadata``)."""
+    for frame in reversed(outer):
+        if frame.f_code.co_name in ("parse_cli_config", "parse_cli_args"):
+            continue
+        names = [name for name, value in frame.f_locals.items() if value is args]
+        if not names:
+            return None
+        name = names[0]
+        return f"-{name.upper()}" if len(name) == 1 else "--" + name.replace("_", "-")
+    return None
+
+
+def cli_value_message(ex: BaseException) -> str | None:
+    """One line for a ``-T``/``-M``/``-S`` value Inspect's command line cannot read: it reads
+    each value as YAML (``parse_cli_args``), before any task is loaded, and YAML's error was a
+    traceback of 69 lines. ``2020-13-45`` has a YAML date's shape and YAML's date constructor
+    rejects it (``month must be in 1..12``): "not a date"; any other YAML error is named, with
+    the quoted form that passes the value as text. None for any other error."""
+    frames = _frames(ex)
+    at = next(
+        (i for i in reversed(range(len(frames)))
+         if _is_inspect(frames[i], "parse_cli_args", "_util", "config.py")),
+        None,
+    )  # fmt: skip
+    if at is None:
+        return None
+    arg = frames[at].f_locals.get("arg")
+    if not isinstance(arg, str) or "=" not in arg:
+        return None
+    flag = _flag_of(frames[at].f_locals.get("args"), frames[:at])
+    shown = f"{flag} {arg}" if flag else arg
+    if any(f.f_code.co_name == "construct_yaml_timestamp" for f in frames[at:]):
+        return f"{shown}: not a date (YYYY-MM-DD)"
+    problem = getattr(ex, "problem", None) or (str(ex).splitlines() or [type(ex).__name__])[0]
+    name, _, value = arg.partition("=")
+    quoted = ""
+    if '"' not in value and "'" not in value:
+        prefix = f"{flag} " if flag else ""
+        quoted = f"; to pass it as text, quote it: {prefix}'{name}=\"{value}\"'"
+    return f"{shown}: Inspect reads the value as YAML and cannot read it ({problem}){quoted}"
+
+
+def vllm_url_given(api: object) -> bool | None:
+    """Whether Inspect's ``vllm/`` provider ``api`` was given a server URL (``--model-base-url``,
+    ``-M base_url=``, ``-M port=``: it keeps it in ``_init_base_url`` until it connects, then
+    in ``base_url``); None when this Inspect keeps it elsewhere (we cannot tell)."""
+    if not hasattr(api, "_init_base_url"):
+        return None
+    return bool(getattr(api, "_init_base_url", None) or getattr(api, "base_url", None))

@@ -22,7 +22,9 @@ the report and the regression gate. The published rows are the study's Table 1 a
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import os
 import sys
 import textwrap
 import time
@@ -117,6 +119,21 @@ def _model_args(pairs: Sequence[str] | None, model: str) -> dict[str, Any]:
     return out
 
 
+def _check_condition(condition: str) -> None:
+    """An unknown ``--condition`` is named as such, with the closest known one (before any
+    work: the recorded replies were read first, and the recording blamed)."""
+    from med_evals.tasks.oncology_conditions import CONDITIONS
+
+    if condition in CONDITIONS:
+        return
+    close = difflib.get_close_matches(condition, list(CONDITIONS), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    raise CommandError(
+        f"--condition {condition}: unknown condition{hint} (conditions: {', '.join(CONDITIONS)})",
+        USAGE,
+    )
+
+
 def _replays(
     recorded: Sequence[str], condition: str, data_dir: str | None, out: Path
 ) -> dict[str, Path]:
@@ -167,9 +184,10 @@ def run_compare(
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
-    from med_evals._compat import PrerequisiteError
+    from med_evals._compat import PrerequisiteError, unknown_provider_message
     from med_evals.tasks.oncology_rct import oncology_rct
 
+    _check_condition(condition)
     args = dict(model_args if model_args is not None else _model_args(None, model))
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     folder = Path(log_dir) if log_dir else Path("logs") / f"compare-{stamp}"
@@ -177,18 +195,24 @@ def run_compare(
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as ex:
         raise CommandError(f"--log-dir {folder}: cannot create it ({ex.strerror})", USAGE) from None
-    replays = _replays(recorded, condition, data_dir, folder / "replays")
     label_args = dict(args)
     if model.startswith("embedded/"):
         interval = PROGRESS_TTY if sys.stderr.isatty() else PROGRESS_PIPE
         args.setdefault("progress", interval if progress else 0)
         label_args.pop("progress", None)
-    if model == NO_MODEL and not replays:
-        raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
+    # the model first: a bad --model is a bad argument, found before the recording is read
     try:
         models = [get_model(model, **args)] if model != NO_MODEL else []
     except PrerequisiteError as ex:  # e.g. the embedded model's weights are not installed
         raise CommandError(f"--model {model}: {ex.message}", USAGE) from None
+    except ValueError as ex:  # an unknown provider: "--model foo/bar: unknown model provider"
+        message = unknown_provider_message(ex)
+        if message is None:
+            raise
+        raise CommandError(message, USAGE) from None
+    replays = _replays(recorded, condition, data_dir, folder / "replays")
+    if model == NO_MODEL and not replays:
+        raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
     models += [get_model(f"replay/{path}") for path in replays.values()]
     # built after the models, as `inspect eval` does: Inspect announces the hooks registered
     # when the first model is made (a multi-line banner), and the task registers one
@@ -338,7 +362,8 @@ def format_table(c: Comparison) -> str:
     lines += c.notes
     if c.report:
         lines.append(f"report: {c.report}")
-    lines.append(f"logs:   inspect view --log-dir {c.log_dir}")
+    # absolute, without "..": Inspect's viewer answers 403 for a folder named with ".."
+    lines.append(f"logs:   inspect view --log-dir {os.path.abspath(c.log_dir)}")
     return "\n".join(lines)
 
 

@@ -1,5 +1,14 @@
 """What every task checks once its samples are built, before Inspect runs any of them.
 
+- Inspect's run options a task can see that would run something else than asked, or nothing:
+  ``--epochs 0`` (Inspect's command line reads 0 as not given and runs the task's own epochs)
+  and ``--max-connections 0`` (no request is ever sent: the run waits forever) stop the run
+  with one line (:func:`run_option_problem`). The command line's values are read from its
+  click context (the flag as given, or its environment variable), a Python caller's
+  ``max_connections`` from the model under evaluation; Inspect itself refuses ``epochs=0``
+  from Python.
+- ``--model vllm/<name>`` with no server URL and no vLLM installed to start one stops with one
+  line saying how to give either (:func:`med_evals.models.providers.vllm_server_problem`).
 - A replayed model (``--model replay/<file>``) must have a record for at least one sample of
   the task (:func:`med_evals.models.replay.check_covers`): a recording of another task, or with
   other sample ids, stops the run with one line instead of failing every sample.
@@ -19,10 +28,14 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
+import click
+from click.core import ParameterSource
 from inspect_ai.dataset import Sample
 from inspect_ai.hooks import Hooks, RunEnd, hooks
 from inspect_ai.log import EvalLog
 
+from med_evals._compat import InputError, active_model
+from med_evals.models.providers import vllm_server_problem
 from med_evals.models.replay import check_covers
 
 PREFIX = "med_evals/"
@@ -31,9 +44,58 @@ PREFIX = "med_evals/"
 def before_run(task: str, samples: Sequence[Sample], model_called: bool = True) -> None:
     """The checks every task makes on its samples (see the module's docstring);
     ``model_called=False`` for a task whose solver never calls the model under evaluation."""
+    problem = run_option_problem(task)
+    if problem is None and model_called:
+        problem = vllm_server_problem(active_model())
+    if problem is not None:
+        raise InputError(problem)
     if model_called:
         check_covers(task, [str(s.id) for s in samples])
     _register_no_sample_notice()
+
+
+#: Inspect's run options that must be at least 1, and what 0 does
+AT_LEAST_ONE = {
+    "epochs": "Inspect reads 0 as not given and would run the task's own number of epochs",
+    "max_connections": "with 0 no request is ever sent: the run waits forever",
+}
+
+
+def _command_line_options() -> dict[str, tuple[str, int]]:
+    """The options of :data:`AT_LEAST_ONE` that Inspect's command line (``inspect eval``,
+    ``eval-set``, ``eval-retry``), running now, was given: name -> (as given, value)."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or not getattr(ctx.command.callback, "__module__", "").startswith("inspect_ai"):
+        return {}
+    given = {}
+    for name in AT_LEAST_ONE:
+        value = ctx.params.get(name)
+        if not isinstance(value, int):
+            continue
+        shown = f"--{name.replace('_', '-')} {value}"
+        if ctx.get_parameter_source(name) is ParameterSource.ENVIRONMENT:
+            param = next((p for p in ctx.command.params if p.name == name), None)
+            envvar = param.envvar if param is not None else None
+            names = [envvar] if isinstance(envvar, str) else list(envvar or [])
+            shown = f"{names[0]}={value}" if names else shown
+        given[name] = (shown, value)
+    return given
+
+
+def run_option_problem(task: str) -> str | None:
+    """``<task>: --epochs 0: must be at least 1 (...)`` for a run option below 1 (see the
+    module's docstring), or None."""
+    given = _command_line_options()
+    model = active_model()
+    if "max_connections" not in given and model is not None:
+        n = model.config.max_connections
+        if n is not None:
+            given["max_connections"] = (f"max_connections={n}", n)
+    for name, (shown, value) in given.items():
+        if value < 1:
+            why = f" ({AT_LEAST_ONE[name]})" if value == 0 else ""
+            return f"{task}: {shown}: must be at least 1{why}"
+    return None
 
 
 def no_sample_message(log: EvalLog) -> str | None:
