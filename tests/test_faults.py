@@ -11,7 +11,7 @@ from inspect_ai.model import get_model
 
 from med_evals.data import DatasetError, read_csv_checked
 from med_evals.report import build_report
-from med_evals.scorers.labels import parse_outcome_lenient, parse_outcome_strict
+from med_evals.scorers.oncology_rct import parse_outcome_lenient, parse_outcome_strict
 from med_evals.tasks.oncology_rct import oncology_rct, read_trials
 
 from .conftest import replying

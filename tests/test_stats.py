@@ -7,7 +7,8 @@ from scipy.stats import binomtest, norm
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, recall_score
 from statsmodels.stats.proportion import proportion_confint
 
-from med_evals.scorers.classification import binary_estimates, binary_summary, macro_f1_score_of
+from med_evals.scorers.classification import macro_f1_score_of
+from med_evals.scorers.oncology_rct import binary_estimates, binary_summary
 from med_evals.stats import (
     bootstrap_difference,
     mcnemar_exact,

@@ -29,8 +29,7 @@ def test_version_is_bumped_with_prompt_parser_metric_or_pin(name):
 def test_the_fingerprint_follows_behaviour_not_source_text(monkeypatch):
     """Equal behaviour written differently keeps the fingerprint; a changed prompt, parse,
     number or pin changes it."""
-    from med_evals.scorers.labels import parse_outcome_lenient
-    from med_evals.scorers.oncology_rct import headline_numbers
+    from med_evals.scorers.oncology_rct import headline_numbers, parse_outcome_lenient
     from med_evals.solvers import oncology_rct as prompts
     from med_evals.tasks import oncology_conditions
 

@@ -17,7 +17,7 @@ def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.log_files import LogPathError
     from med_evals.logs import score_values, select_logs
     from med_evals.outputs import check_file
-    from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
+    from med_evals.scorers.oncology_rct import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
     from med_evals.tasks.oncology_conditions import unknown_condition
 
     try:

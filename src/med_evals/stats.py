@@ -3,7 +3,7 @@
 - 95% intervals of a proportion: the normal-approximation (Wald) interval the oncology study
   used, clipped to [0, 1], with n = valid predictions for accuracy and F1, n = TP + FN for
   sensitivity and n = TN + FP for specificity
-  (:func:`med_evals.scorers.classification.binary_summary`); a Wilson score interval with the
+  (:func:`med_evals.scorers.oncology_rct.binary_summary`); a Wilson score interval with the
   same p and n beside it.
 - McNemar's exact test on paired correctness, and a paired percentile bootstrap of any function
   of per-sample values (the report's comparisons and ``med-evals regress``).

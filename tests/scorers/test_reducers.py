@@ -9,8 +9,8 @@ from inspect_ai.model import get_model
 from inspect_ai.scorer import Score
 
 from med_evals.logs import load_run
-from med_evals.scorers.labels import ERROR, INVALID, TRIAL_OUTCOME
-from med_evals.scorers.oncology_rct import outcome_value, summarize_condition
+from med_evals.scorers.labels import ERROR, INVALID
+from med_evals.scorers.oncology_rct import TRIAL_OUTCOME, outcome_value, summarize_condition
 from med_evals.scorers.reducers import majority_label, reduce_values
 from med_evals.tasks.oncology_rct import oncology_rct
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from inspect_ai.scorer import SampleScore, Score
 
-from med_evals.scorers import classification, score_table, verdict_metrics
+from med_evals.scorers import classification, score_table, verdict
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
@@ -185,7 +185,7 @@ def test_values_from_a_log_give_the_numbers_of_the_live_table():
     for fn in (classification.valid_rate_of,
                lambda v: classification.accuracy_of(v, True),
                lambda v: classification.macro_f1_of(v, LABELS, False),
-               lambda v: verdict_metrics.by_group(v, "category", "macro_f1")):
+               lambda v: verdict.by_group(v, "category", "macro_f1")):
         assert _same(fn(values), fn(live))
 
 

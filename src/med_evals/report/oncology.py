@@ -25,8 +25,12 @@ from med_evals.report.tables import (
     paired_table,
     reference_table,
 )
-from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
-from med_evals.scorers.oncology_rct import summarize_condition
+from med_evals.scorers.oncology_rct import (
+    DEFAULT_FLIP_PAIRS,
+    flip_rate,
+    parse_pair,
+    summarize_condition,
+)
 from med_evals.stats import mcnemar_exact
 from med_evals.study import Study
 from med_evals.tasks.oncology_recorded import CONDITION_ALIASES

@@ -20,7 +20,7 @@ from med_evals.report.document import is_missing
 from med_evals.report.runs import Group
 from med_evals.report.tables import headline_block, paired_table, reference_table
 from med_evals.scorers.classification import counts_of
-from med_evals.scorers.verdict_metrics import by_group
+from med_evals.scorers.verdict import by_group
 from med_evals.study import Study
 
 #: bert-score's defaults for the encoder that gives the paper's 84-86 range (the paper does not

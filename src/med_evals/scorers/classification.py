@@ -23,7 +23,6 @@ from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_f
 
 from med_evals.scorers.labels import ERROR, INVALID
 from med_evals.scorers.score_table import rows_of, table_of
-from med_evals.stats import ratio, wald_interval, wilson_interval
 
 Value = Mapping[str, Any]
 
@@ -70,28 +69,37 @@ def encode(
     return g, p
 
 
-def _accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
+def accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
+    """Accuracy: scikit-learn's ``accuracy_score`` of integer codes (NaN for no samples). The
+    one accuracy computation of the package: every accuracy, of every study, per group or
+    overall, logged, reported or gated, is this call."""
     return float(accuracy_score(g, p)) if len(g) else math.nan
 
 
-def f1_per_label_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarray:
-    """The F1 of each code ``0 .. n_labels - 1`` (``zero_division=0``): the one F1 computation;
-    macro-F1 is their mean, as scikit-learn's ``f1_score(average="macro")``."""
+def f1_of_codes(g: np.ndarray, p: np.ndarray, codes: Sequence[int]) -> np.ndarray:
+    """The F1 of each of ``codes`` (scikit-learn's ``precision_recall_fscore_support``,
+    ``average=None``, ``zero_division=0``): the one F1 computation of the package."""
     return np.asarray(
-        precision_recall_fscore_support(
-            g, p, labels=list(range(n_labels)), average=None, zero_division=0
-        )[2],
+        precision_recall_fscore_support(g, p, labels=list(codes), average=None, zero_division=0)[
+            2
+        ],
         dtype=float,
     )
 
 
+def f1_per_label_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarray:
+    """The F1 of each label code ``0 .. n_labels - 1`` (:func:`f1_of_codes`)."""
+    return f1_of_codes(g, p, range(n_labels))
+
+
 def macro_of(f1_per_label: np.ndarray) -> float:
-    """Macro-F1 from the F1 of each label (:func:`f1_per_label_codes`): their mean."""
+    """Macro-F1 from the F1 of each label: their mean, as scikit-learn's
+    ``f1_score(average="macro")``. The one macro-F1 of the package."""
     return float(np.mean(f1_per_label))
 
 
-def _macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
-    """Macro-F1 over codes ``0 .. n_labels - 1`` (``zero_division=0``; NaN for no samples)."""
+def macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
+    """Macro-F1 over label codes ``0 .. n_labels - 1`` (NaN for no samples)."""
     if not len(g):
         return math.nan
     return macro_of(f1_per_label_codes(g, p, n_labels))
@@ -99,7 +107,7 @@ def _macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
 
 def accuracy_score_of(gold: Sequence[str], pred: Sequence[str]) -> float:
     """scikit-learn's accuracy of ``pred`` against ``gold`` (NaN for no samples)."""
-    return _accuracy_codes(*encode(gold, pred))
+    return accuracy_codes(*encode(gold, pred))
 
 
 def macro_f1_score_of(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> float:
@@ -107,17 +115,13 @@ def macro_f1_score_of(gold: Sequence[str], pred: Sequence[str], labels: Sequence
 
     A prediction outside ``labels`` is a miss for its gold label and a false positive for none.
     """
-    return _macro_f1_codes(*encode(gold, pred, labels), len(labels))
+    return macro_f1_codes(*encode(gold, pred, labels), len(labels))
 
 
 def accuracy_by_group(
     groups: Sequence[str], gold: Sequence[str], pred: Sequence[str]
 ) -> dict[str, float]:
-    """Accuracy within each group: the share of the group's predictions equal to gold.
-
-    The same number as ``accuracy_score`` on the group's samples, for every group at once (one
-    pass instead of one scikit-learn call per group, for cheap live metric refreshes).
-    """
+    """Accuracy within each group (:func:`accuracy_codes` of the group's samples)."""
     if not len(gold):
         return {}
     names, group_codes = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
@@ -128,9 +132,10 @@ def accuracy_by_codes(
     names: Sequence[str] | np.ndarray, group_codes: np.ndarray, g: np.ndarray, p: np.ndarray
 ) -> dict[str, float]:
     """:func:`accuracy_by_group` of integer-coded groups (``names[code]``) and labels."""
-    correct = np.bincount(group_codes, weights=(g == p), minlength=len(names))
-    totals = np.bincount(group_codes, minlength=len(names))
-    return {str(name): float(c / t) for name, c, t in zip(names, correct, totals, strict=True)}
+    return {
+        str(name): accuracy_codes(g[group_codes == i], p[group_codes == i])
+        for i, name in enumerate(names)
+    }
 
 
 def macro_f1_by_group(
@@ -154,18 +159,13 @@ def macro_f1_by_group(
 def macro_f1_by_codes(
     names: Sequence[str] | np.ndarray, group_codes: np.ndarray, g: np.ndarray, p: np.ndarray, k: int
 ) -> dict[str, float]:
-    """:func:`macro_f1_by_group` of integer-coded groups and labels (the k labels: 0..k-1)."""
+    """:func:`macro_f1_by_group` of integer-coded groups and labels (the k labels: 0..k-1): the
+    F1 of every (group, label) pair from one :func:`f1_of_codes` call on joint codes, each
+    group's macro-F1 the :func:`macro_of` of its k labels."""
     width = int(max(g.max(), p.max())) + 1
-    joint_labels = [i * width + c for i in range(len(names)) for c in range(k)]
-    f1 = precision_recall_fscore_support(
-        group_codes * width + g,
-        group_codes * width + p,
-        labels=joint_labels,
-        average=None,
-        zero_division=0,
-    )[2]
-    means = np.asarray(f1, dtype=float).reshape(len(names), k).mean(axis=1)
-    return {str(name): float(m) for name, m in zip(names, means, strict=True)}
+    joint = [i * width + c for i in range(len(names)) for c in range(k)]
+    f1 = f1_of_codes(group_codes * width + g, group_codes * width + p, joint)
+    return {str(name): macro_of(f1[i * k : (i + 1) * k]) for i, name in enumerate(names)}
 
 
 def label_codes(
@@ -180,12 +180,12 @@ def label_codes(
 
 def accuracy_of(values: Sequence[Value], valid_only: bool) -> float:
     """:func:`accuracy_score_of` over all values or the valid ones."""
-    return _accuracy_codes(*label_codes(values, (), valid_only))
+    return accuracy_codes(*label_codes(values, (), valid_only))
 
 
 def macro_f1_of(values: Sequence[Value], labels: Sequence[str], valid_only: bool) -> float:
     """:func:`macro_f1_score_of` over all values or the valid ones."""
-    return _macro_f1_codes(*label_codes(values, labels, valid_only), len(labels))
+    return macro_f1_codes(*label_codes(values, labels, valid_only), len(labels))
 
 
 def valid_rate_of(values: Sequence[Value]) -> float:
@@ -218,79 +218,6 @@ def confusion_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, in
     g, p = label_codes(values, cols)
     cm = confusion_matrix(g, p, labels=list(range(len(cols))))
     return {f"{g}>{p}": int(cm[i, j]) for i, g in enumerate(labels) for j, p in enumerate(cols)}
-
-
-def binary_estimates(
-    y_true: Sequence[str],
-    y_pred: Sequence[str],
-    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
-) -> dict[str, Any]:
-    """The oncology study's point values over valid predictions: accuracy, macro-F1 over
-    [POSITIVE, NEGATIVE] (its analysis code's F1), F1 of ``labels[0]``, sensitivity
-    (TP / (TP + FN)), specificity (TN / (TN + FP)) and the confusion counts (NaN for none).
-
-    The one computation of these numbers: the logged metrics, their intervals
-    (:func:`binary_summary`), the report and the regression gate all come from here.
-    """
-    n = len(y_true)
-    if n == 0:
-        cm = np.zeros((2, 2), dtype=int)
-        acc = f1m = f1p = math.nan
-    else:
-        # integer codes (0: labels[0], 1: labels[1], 2: anything else): the same values as on
-        # the strings, without scikit-learn's slow checks of string arrays
-        codes = {labels[0]: 0, labels[1]: 1}
-        t = np.fromiter((codes.get(x, 2) for x in y_true), dtype=np.int64, count=n)
-        p = np.fromiter((codes.get(x, 2) for x in y_pred), dtype=np.int64, count=n)
-        if (t == 2).any() or (p == 2).any():
-            raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
-        cm = confusion_matrix(t, p, labels=[0, 1])
-        # accuracy_score's value (correct / n) from the confusion matrix's diagonal, and
-        # macro-F1 (:func:`macro_of`, as every study's) and the F1 of labels[0] from one call of
-        # the F1 computation: the regression gate's bootstrap calls this function twice per
-        # resample, and scikit-learn's input checks dominate its time
-        acc = float(np.trace(cm) / n)
-        f1 = f1_per_label_codes(t, p, 2)
-        f1m, f1p = macro_of(f1), float(f1[0])
-    tp, fn, fp, tn = (int(x) for x in (cm[0, 0], cm[0, 1], cm[1, 0], cm[1, 1]))
-    return {
-        "n": n,
-        "tp": tp,
-        "fn": fn,
-        "fp": fp,
-        "tn": tn,
-        "accuracy": acc,
-        "macro_f1": f1m,
-        "f1_positive": f1p,
-        "sensitivity": ratio(tp, tp + fn),
-        "specificity": ratio(tn, tn + fp),
-    }
-
-
-#: each estimate and the n of its interval
-_INTERVAL_N = {
-    "accuracy": lambda e: e["n"],
-    "macro_f1": lambda e: e["n"],
-    "f1_positive": lambda e: e["n"],
-    "sensitivity": lambda e: e["tp"] + e["fn"],
-    "specificity": lambda e: e["tn"] + e["fp"],
-}
-
-
-def binary_summary(
-    y_true: Sequence[str],
-    y_pred: Sequence[str],
-    labels: tuple[str, str] = ("POSITIVE", "NEGATIVE"),
-) -> dict[str, Any]:
-    """:func:`binary_estimates` with 95% Wald (``<name>_wald``) and Wilson intervals.
-
-    ``y_true`` and ``y_pred`` hold valid predictions only (labels from ``labels``).
-    """
-    out = binary_estimates(y_true, y_pred, labels)
-    for name, size in _INTERVAL_N.items():
-        out[f"{name}_wald"] = wald_interval(out[name], size(out))
-        out[f"{name}_wilson"] = wilson_interval(out[name], size(out))
-    return out
 
 
 def label_headline(values: Sequence[Value], labels: Sequence[str]) -> dict[str, float]:

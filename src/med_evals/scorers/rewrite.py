@@ -41,7 +41,7 @@ from inspect_ai.scorer import (
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.judges import grader_model
-from med_evals.scorers.labels import invert_outcome, parse_outcome_strict
+from med_evals.scorers.oncology_rct import invert_outcome, parse_outcome_strict
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import GENERATE_ERROR
 

@@ -35,7 +35,7 @@ from med_evals.params import (
     check_params,
 )
 from med_evals.scorers.judges import detectability_judge, plausibility_judge
-from med_evals.scorers.labels import invert_outcome
+from med_evals.scorers.oncology_rct import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error

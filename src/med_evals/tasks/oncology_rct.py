@@ -31,12 +31,14 @@ from med_evals.params import (
     Text,
     check_params,
 )
-from med_evals.scorers.labels import TRIAL_OUTCOME, invert_outcome, parse_outcome_strict
-from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS
 from med_evals.scorers.oncology_rct import (
+    DEFAULT_FLIP_PAIRS,
+    TRIAL_OUTCOME,
     headline_numbers,
+    invert_outcome,
     outcome_metrics,
     outcome_value,
+    parse_outcome_strict,
     trial_outcome,
 )
 from med_evals.scorers.reducers import majority_label

@@ -21,7 +21,7 @@ A blank recorded reply (empty or whitespace) is INVALID, as in the study's analy
 (and was parsed INVALID), while a call that returned no text was stored blank too but parsed
 ERROR. A table that carries the study's own parse (``parsed_output``, as ``predictions.csv``
 does) keeps ERROR for those rows; without it, a blank reply is INVALID. (A live run's empty reply
-stays ERROR: :func:`~med_evals.scorers.labels.parse_outcome_strict`.)
+stays ERROR: :func:`~med_evals.scorers.oncology_rct.parse_outcome_strict`.)
 """
 
 from __future__ import annotations
@@ -33,8 +33,13 @@ from typing import Any
 import pandas as pd
 
 from med_evals.data import DatasetError, read_csv_checked, row_error
-from med_evals.scorers.labels import ERROR, TRIAL_OUTCOME, invert_outcome
-from med_evals.scorers.oncology_rct import outcome_value, summarize_condition
+from med_evals.scorers.labels import ERROR
+from med_evals.scorers.oncology_rct import (
+    TRIAL_OUTCOME,
+    invert_outcome,
+    outcome_value,
+    summarize_condition,
+)
 from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
 
 #: Condition names used by the study groups' scripts, mapped to this package's.

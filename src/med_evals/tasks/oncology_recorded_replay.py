@@ -28,7 +28,7 @@ import pandas as pd
 from med_evals.data import DatasetError
 from med_evals.exit_codes import USAGE, CommandError
 from med_evals.outputs import check_folder, make_folder, write_text
-from med_evals.scorers.labels import invert_outcome
+from med_evals.scorers.oncology_rct import invert_outcome
 from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
 from med_evals.tasks.oncology_recorded import read_recorded, scored_reply
 

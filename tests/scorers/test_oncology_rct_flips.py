@@ -3,8 +3,13 @@ import math
 import pytest
 from inspect_ai.scorer import SampleScore, Score
 
-from med_evals.scorers.oncology_flips import DEFAULT_FLIP_PAIRS, flip_rate, flip_rates, parse_pair
-from med_evals.scorers.oncology_rct import outcome_value
+from med_evals.scorers.oncology_rct import (
+    DEFAULT_FLIP_PAIRS,
+    flip_rate,
+    flip_rates,
+    outcome_value,
+    parse_pair,
+)
 
 # trial: (reply under title_abstract, reply under counterfactual); targets do not matter here
 REPLIES = {

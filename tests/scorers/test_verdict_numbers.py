@@ -13,8 +13,8 @@ from med_evals.scorers.classification import (
     macro_f1_all,
     macro_f1_valid,
 )
-from med_evals.scorers.verdict_metrics import (
-    LABELS,
+from med_evals.scorers.verdict import (
+    VERDICT,
     accuracy_by_category,
     accuracy_by_strength,
     confusion_matrix,
@@ -66,13 +66,13 @@ def test_accuracy_valid_leaves_out_invalid_and_error() -> None:
 
 def test_macro_f1_all() -> None:
     # S: P 1/2 R 1/2 -> 1/2; R: P 1 R 1/2 -> 2/3; NEI: P 1/2 R 1/3 -> 2/5
-    value = macro_f1_all(list(LABELS))(scores())["macro_f1_all"]
+    value = macro_f1_all(list(VERDICT.labels))(scores())["macro_f1_all"]
     assert value == pytest.approx((1 / 2 + 2 / 3 + 2 / 5) / 3)
 
 
 def test_macro_f1_valid() -> None:
     # valid rows 0,1,2,4,6 -> S: 1/2; R: 1; NEI: P 1/2 R 1/2 -> 1/2
-    value = macro_f1_valid(list(LABELS))(scores())["macro_f1_valid"]
+    value = macro_f1_valid(list(VERDICT.labels))(scores())["macro_f1_valid"]
     assert value == pytest.approx((1 / 2 + 1 + 1 / 2) / 3)
 
 
@@ -135,7 +135,7 @@ def test_no_valid_samples() -> None:
     rows = [(S, "INVALID", "x", "LOW")]
     # undefined over no valid reply: NaN, never a made-up 0
     assert math.isnan(accuracy_valid()(scores(rows))["accuracy_valid"])
-    assert math.isnan(macro_f1_valid(list(LABELS))(scores(rows))["macro_f1_valid"])
+    assert math.isnan(macro_f1_valid(list(VERDICT.labels))(scores(rows))["macro_f1_valid"])
     assert accuracy_all()(scores(rows))["accuracy_all"] == 0.0
 
 
