@@ -35,6 +35,8 @@ import os
 import shutil
 import tempfile
 import urllib.request
+import warnings
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -516,3 +518,55 @@ def read_csv_checked(
                 f"unknown label {df[col][bad[0]]!r} (allowed: {', '.join(sorted(allowed))})",
             )
     return df
+
+
+# --- the published counts ---------------------------------------------------------------
+
+
+def check_counts(
+    path: Path, labels: Sequence[str], dataset: str, warn: bool = True
+) -> str | None:
+    """Compare row and label counts with the published ones in the dataset's manifest
+    (``expected_rows``, ``expected_labels``: the one place the counts are written); a count
+    the manifest does not state is not checked.
+
+    Returns None when they match, else a message naming every difference (with ``warn``, also
+    issued as a warning, so it shows in the console and the log).
+    """
+    rows, by_label = expected_counts(dataset)
+    counts = Counter(labels)
+    problems = []
+    if rows is not None and len(labels) != rows:
+        problems.append(f"{len(labels)} rows, not {rows}")
+    for label, n in by_label.items():
+        if counts.get(label, 0) != n:
+            problems.append(f"{counts.get(label, 0)} {label}, not {n}")
+    if not problems:
+        return None
+    message = (
+        f"{path}: counts differ from the published dataset: {'; '.join(problems)}. "
+        "Results are not comparable with the paper's."
+    )
+    if warn:
+        warnings.warn(message, stacklevel=2)
+    return message
+
+
+def expected_counts(dataset: str) -> tuple[int | None, dict[str, int]]:
+    """The published row count and label counts of ``dataset`` (its manifest; None and none
+    where the manifest states none, e.g. a test fixture's)."""
+    extra = load_manifest(dataset).extra
+    rows = extra.get("expected_rows")
+    labels = {str(k): int(v) for k, v in (extra.get("expected_labels") or {}).items()}
+    return (None if rows is None else int(rows)), labels
+
+
+def count_summary(dataset: str) -> str:
+    """The published counts in words, for the log when a file matches them."""
+    rows, by_label = expected_counts(dataset)
+    if rows is None and not by_label:
+        return f"no published counts in the manifest of {dataset}: not checked"
+    parts = [f"{rows:,} rows"] if rows is not None else []
+    if by_label:
+        parts.append("/".join(f"{n:,}" for n in by_label.values()))
+    return f"matches the published dataset ({'; '.join(parts)})"

@@ -19,7 +19,7 @@ report's cells and the gate's comparison all call it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from med_evals._compat import with_metrics
@@ -106,8 +106,20 @@ class Probe:
     values: Callable[[str | None], Values]
 
 
-#: every spec created, by task name (:meth:`Study.named`)
-_BY_TASK: dict[str, Study] = {}
+#: The one registry of the studies, task name -> spec, in the papers' order (the report's
+#: sections follow it). :func:`register` fills it; :mod:`med_evals.studies` registers the four
+#: specs, and everything that reads runs back (logs, report, regress, subsets, the CLI) asks it,
+#: as does a metric Inspect recreates from a log (:meth:`Study.named`).
+STUDIES: dict[str, Study] = {}
+
+
+def register(*specs: Study) -> dict[str, Study]:
+    """Add ``specs`` to :data:`STUDIES` (a task registered twice with another spec is an
+    error: one spec per task)."""
+    for s in specs:
+        if STUDIES.setdefault(s.task, s) is not s:
+            raise ValueError(f"study {s.task!r} is registered already")
+    return STUDIES
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,22 +153,20 @@ class Study:
     subset_source: Callable[[str | None], tuple[str, dict[str, str], dict[str, str]]] | None = None
     #: dataset manifests whose pins the numbers depend on
     datasets: tuple[str, ...] = ()
-    expected_rows: int | None = None
-    expected_labels: Mapping[str, int] = field(default_factory=dict)
     #: the papers' published tables (:mod:`med_evals.report.published`)
     reference_tables: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        _BY_TASK.setdefault(self.task, self)  # the module's spec (a modified copy is not it)
-
     @staticmethod
     def named(task: str) -> Study:
-        """The spec of ``task`` once its module has been imported: what a metric recreated by
-        Inspect from a log (``inspect score``) receives is the task name it recorded."""
+        """The registered spec of ``task`` (``med_evals/oncology_rct`` or ``oncology_rct``):
+        what a metric recreated by Inspect from a log (``inspect score``) receives is the task
+        name it recorded. The specs are registered when :mod:`med_evals.studies` is imported
+        (Inspect imports it with the package's entry point)."""
         try:
-            return _BY_TASK[task.split("/")[-1]]
+            return STUDIES[task.split("/")[-1]]
         except KeyError:
-            raise KeyError(f"{task!r} is not a med_evals study ({', '.join(_BY_TASK)})") from None
+            known = ", ".join(STUDIES) or "none registered: import med_evals.studies"
+            raise KeyError(f"{task!r} is not a med_evals study ({known})") from None
 
     def _repr_params_(self) -> str:
         """How Inspect records a spec passed to a metric (the log's metric options)."""

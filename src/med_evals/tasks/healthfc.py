@@ -19,19 +19,25 @@ import pandas as pd
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 
-from med_evals.data import fetch, read_csv_checked, resolve_file
+from med_evals.data import check_counts, count_summary, fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
 from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
-from med_evals.scorers.verdict import LABEL_CODES
+from med_evals.scorers.verdict import (
+    LABEL_CODES,
+    VERDICT,
+    generation_means,
+    parse_verdict,
+    verdict,
+    verdict_metrics,
+)
 from med_evals.solvers.verdict import check_variant
+from med_evals.study import Study
 from med_evals.tasks.verdict import (
     VERDICT_HEADLINE,
-    check_counts,
-    count_summary,
+    VERDICT_PROBE,
     verdict_params,
-    verdict_study,
     verdict_task,
 )
 
@@ -131,7 +137,7 @@ def healthfc(
     check_variant(prompt)
     path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_healthfc(path)
-    count_problem = check_counts(path, list(df["gold"]), SPEC)
+    count_problem = check_counts(path, list(df["gold"]), DATASET)
     rows = enumerate(df.to_dict("records"))
     samples = [record_to_sample(row, i, evidence) for i, row in rows]
     return verdict_task(
@@ -150,23 +156,28 @@ def healthfc(
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,
-            "count_check": count_problem or count_summary(SPEC),
+            "count_check": count_problem or count_summary(DATASET),
             "evidence_in_prompt": evidence,
             "generation_reference": "en_explanation",
         },
     )
 
 
-SPEC = verdict_study(
+SPEC = Study(
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
     version="2.0.0",
     fingerprint_recorded="61822ba981f1c48d",
+    # scorers/verdict.py: the scorer, its metric set, the parser and the generation means
+    scorer=verdict,
+    metrics=verdict_metrics,
+    label_sets={"verdict": VERDICT},
+    parser=parse_verdict,
+    headline=VERDICT_HEADLINE,
+    # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
+    compute=label_headline,
+    means=generation_means,
+    probe=VERDICT_PROBE,
     subset_source=subset_source,
     datasets=(DATASET,),
-    headline=VERDICT_HEADLINE,
-    compute=label_headline,
-    # the dataset's counts
-    expected_rows=750,
-    expected_labels={"SUPPORTED": 202, "REFUTED": 125, "NOT ENOUGH INFORMATION": 423},
 )

@@ -364,5 +364,4 @@ SPEC = Study(
     conditions=CONDITIONS,
     subset_source=subset_source,
     datasets=(DATASET,),
-    expected_rows=250,
 )

@@ -17,19 +17,26 @@ from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 
 from med_evals.builders.hf import SOURCES, medreqal_file, published_after_rows
-from med_evals.data import fetch, read_csv_checked, row_error
+from med_evals.data import check_counts, count_summary, fetch, read_csv_checked, row_error
 from med_evals.params import Choice, IsoDate, check_params
 from med_evals.reference import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
-from med_evals.scorers.verdict import LABEL_CODES, normalise_label
+from med_evals.scorers.verdict import (
+    LABEL_CODES,
+    VERDICT,
+    generation_means,
+    normalise_label,
+    parse_verdict,
+    verdict,
+    verdict_metrics,
+)
 from med_evals.solvers.verdict import check_variant
+from med_evals.study import Study
 from med_evals.tasks.verdict import (
     VERDICT_HEADLINE,
-    check_counts,
-    count_summary,
+    VERDICT_PROBE,
     verdict_params,
-    verdict_study,
     verdict_task,
 )
 
@@ -170,7 +177,7 @@ def medreqal(
     df = read_medreqal(path)
     if published_after:
         df = published_after_rows(df, published_after, path)
-    count_problem = check_counts(path, list(df["gold"]), SPEC)
+    count_problem = check_counts(path, list(df["gold"]), DATASET)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
     return verdict_task(
         SPEC,
@@ -187,24 +194,29 @@ def medreqal(
         metadata={
             "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
             "data": provenance,
-            "count_check": count_problem or count_summary(SPEC),
+            "count_check": count_problem or count_summary(DATASET),
             "generation_reference": "conclusion",
             "published_after": published_after,
         },
     )
 
 
-SPEC = verdict_study(
+SPEC = Study(
     task="medreqal",
     title="MedREQAL (Vladika et al. 2024)",
     version="2.0.0",
     fingerprint_recorded="b4406143d14b4f3f",
+    # scorers/verdict.py: the scorer, its metric set, the parser and the generation means
+    scorer=verdict,
+    metrics=verdict_metrics,
+    label_sets={"verdict": VERDICT},
+    parser=parse_verdict,
+    headline=VERDICT_HEADLINE,
+    # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
+    compute=label_headline,
+    means=generation_means,
+    probe=VERDICT_PROBE,
     subset_source=subset_source,
     datasets=(DATASET,),
-    headline=VERDICT_HEADLINE,
-    compute=label_headline,
-    # the paper's counts (Section 3)
-    expected_rows=2786,
-    expected_labels={"SUPPORTED": 543, "REFUTED": 186, "NOT ENOUGH INFORMATION": 2057},
     reference_tables=("medreqal-table2-published.csv", "medreqal-table3-published.csv"),
 )

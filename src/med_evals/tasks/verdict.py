@@ -3,15 +3,13 @@
 Both ask for SUPPORTED / REFUTED / NOT ENOUGH INFORMATION with MedREQAL's Table 7 prompts, score
 with the same parser and metrics (:mod:`med_evals.scorers.verdict`), and compare the reply's
 explanation with a reference text (the review's conclusion; HealthFC's explanation). Each
-study's module builds its rows and samples and calls :func:`verdict_task`; its ``SPEC`` is a
-:func:`verdict_study`.
+study's module builds its rows and samples and calls :func:`verdict_task`; its ``SPEC`` names
+the shared parts (the headline definitions :data:`VERDICT_HEADLINE` and the probe
+:data:`VERDICT_PROBE` from here, the scorer's functions from :mod:`med_evals.scorers.verdict`).
 """
 
 from __future__ import annotations
 
-import warnings
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +25,6 @@ from med_evals.scorers.judges import conclusion_agreement
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
     VERDICT,
-    generation_means,
-    parse_verdict,
-    verdict,
-    verdict_metrics,
     verdict_value,
 )
 from med_evals.solvers.generate import generate_or_record_error
@@ -57,35 +51,6 @@ VERDICT_HEADLINE = (
     Headline("macro_f1_all", "Macro-F1", "all samples (no label = miss)", "ours", _DENOMINATOR),
     VALID_RATE,
 )
-
-
-def check_counts(path: Path, labels: Sequence[str], study: Study) -> str | None:
-    """Compare row and label counts with the study's published ones.
-
-    Returns None when they match, else a message naming every difference (also issued as a
-    warning, so it shows in the console and the log).
-    """
-    counts = Counter(labels)
-    problems = []
-    if len(labels) != study.expected_rows:
-        problems.append(f"{len(labels)} rows, not {study.expected_rows}")
-    for label, n in study.expected_labels.items():
-        if counts.get(label, 0) != n:
-            problems.append(f"{counts.get(label, 0)} {label}, not {n}")
-    if not problems:
-        return None
-    message = (
-        f"{path}: counts differ from the published dataset: {'; '.join(problems)}. "
-        "Results are not comparable with the paper's."
-    )
-    warnings.warn(message, stacklevel=2)
-    return message
-
-
-def count_summary(study: Study) -> str:
-    """The published counts in words, for the log when a file matches them."""
-    labels = "/".join(f"{n:,}" for n in study.expected_labels.values())
-    return f"matches the published dataset ({study.expected_rows:,} rows; {labels})"
 
 
 def verdict_params() -> dict[str, Check]:
@@ -231,38 +196,5 @@ def _probe_values(label_set: str | None = None) -> list[dict[str, Any]]:
     return values
 
 
-def verdict_study(
-    *,
-    task: str,
-    title: str,
-    version: str,
-    fingerprint_recorded: str,
-    subset_source: Callable[[str | None], tuple[str, dict[str, str], dict[str, str]]],
-    datasets: tuple[str, ...],
-    expected_rows: int,
-    expected_labels: Mapping[str, int],
-    headline: tuple[Headline, ...],
-    compute: Callable[[Sequence[Mapping[str, Any]], Sequence[str]], Mapping[str, float]],
-    reference_tables: tuple[str, ...] = (),
-) -> Study:
-    """A study with the verdict labels, parser, scorer, metrics, generation means and probe;
-    its headline and the function computing it are the study module's to state."""
-    return Study(
-        task=task,
-        title=title,
-        version=version,
-        fingerprint_recorded=fingerprint_recorded,
-        scorer=verdict,
-        metrics=verdict_metrics,
-        label_sets={"verdict": VERDICT},
-        parser=parse_verdict,
-        headline=headline,
-        compute=compute,
-        means=generation_means,
-        probe=Probe(prompts=_probe_inputs, replies=PROBE_REPLIES, values=_probe_values),
-        subset_source=subset_source,
-        datasets=datasets,
-        expected_rows=expected_rows,
-        expected_labels=expected_labels,
-        reference_tables=reference_tables,
-    )
+#: The behaviour probe of both verdict studies (:class:`~med_evals.study.Probe`).
+VERDICT_PROBE = Probe(prompts=_probe_inputs, replies=PROBE_REPLIES, values=_probe_values)
