@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai import eval_set
-from inspect_ai._cli.util import parse_cli_config
 from inspect_ai.log import list_eval_logs, read_eval_log
 
-from med_evals._compat import InputError
+from med_evals._compat import InputError, parse_cli_config
 
 from .oncology_support import FIXTURE_CSV
 
@@ -325,11 +324,12 @@ def inspect_cli_error(tmp: Path, *args: str) -> BaseException | None:
     """The exception ``inspect <args> --display none --log-dir <tmp>/cli`` stops with (None when
     it ends normally), run in process by Inspect's own command line."""
     from click.testing import CliRunner
-    from inspect_ai._cli.main import inspect as inspect_command
+
+    from med_evals._compat import inspect_command
 
     argv = [*args, "--display", "none", "--log-dir", str(tmp / "cli")]
     result = contextvars.copy_context().run(
-        CliRunner().invoke, inspect_command, argv, catch_exceptions=True
+        CliRunner().invoke, inspect_command(), argv, catch_exceptions=True
     )
     return None if isinstance(result.exception, SystemExit) else result.exception
 

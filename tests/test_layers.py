@@ -156,3 +156,49 @@ def test_the_rules_catch_what_they_forbid(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.imports", lambda: fake2)
     with pytest.raises(AssertionError, match="builders <-> tasks"):
         test_no_cycle_between_folders()
+
+
+REPO = SRC.parents[1]
+COMPAT = SRC / "_compat.py"
+
+
+def private_inspect_imports(text: str, where: str = "") -> list[str]:
+    """Imports of a private name of Inspect in ``text``: a module ``inspect_ai.<...>`` with a
+    part starting with ``_`` (``inspect_ai._util.error``, ``inspect_ai.log._samples``), or a
+    name starting with ``_`` imported from Inspect."""
+    found = []
+    for node in ast.walk(ast.parse(text, where)):
+        if isinstance(node, ast.Import):
+            mods = [a.name for a in node.names]
+            names: list[str] = []
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            mods, names = [node.module], [a.name for a in node.names]
+        else:
+            continue
+        for mod in mods:
+            parts = mod.split(".")
+            if parts[0] != "inspect_ai":
+                continue
+            if any(p.startswith("_") for p in parts[1:]) or any(n.startswith("_") for n in names):
+                found.append(f"{where}:{node.lineno}: {mod}")
+    return found
+
+
+def test_private_inspect_names_are_imported_only_in_compat():
+    """CONTRIBUTING's rule, for the package, its tests and its benchmarks: Inspect's private
+    API is reached through med_evals._compat only, so a release that moves it changes one file."""
+    hits = []
+    for folder in (SRC, REPO / "tests", REPO / "bench"):
+        for path in sorted(folder.rglob("*.py")):
+            if path != COMPAT:
+                hits += private_inspect_imports(path.read_text(), str(path.relative_to(REPO)))
+    assert not hits, "import these through med_evals._compat:\n" + "\n".join(hits)
+
+
+def test_the_private_import_rule_catches_each_form():
+    assert private_inspect_imports("from inspect_ai._util.error import PrerequisiteError")
+    assert private_inspect_imports("import inspect_ai._cli.main")
+    assert private_inspect_imports("def f():\n    from inspect_ai.log._samples import x\n")
+    assert private_inspect_imports("from inspect_ai.model import _private")
+    assert not private_inspect_imports("from inspect_ai.model import get_model")
+    assert private_inspect_imports(COMPAT.read_text())  # _compat itself does

@@ -80,7 +80,7 @@ def test_verdict_studies_share_the_definition_and_log_their_own_name():
     assert HEALTHFC.headline == MEDREQAL.headline and HEALTHFC.compute == MEDREQAL.compute
     # each task's headline metric is its own study's, as the log records it (HealthFC's logged
     # "medreqal" before)
-    from inspect_ai._util.registry import registry_params
+    from med_evals._compat import registry_params
 
     for study in (MEDREQAL, HEALTHFC):
         assert registry_params(study.metric_set(False)[0]) == {"study": study.task}

@@ -17,6 +17,17 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   misspelt one (:func:`unknown_provider_message`, :func:`unknown_task_message`).
 - :func:`vllm_url_given`: whether a ``vllm/`` model was given a server URL (an attribute of
   Inspect's provider, read before it connects).
+- ``sample_active``: the sample running now (the replay provider serves the record of its id).
+- ``scorer_metrics``, ``registry_params``: a scorer's declared metrics, and the arguments a
+  metric was created with as Inspect records them (the tests check ours).
+- :func:`inspect_command`, :func:`parse_cli_config`, :func:`parse_model_role_cli_args`:
+  Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
+  values, for the tests that run Inspect's own command line in process (imported when called:
+  the command line imports every command's module).
+
+Nothing outside this module imports a private name of Inspect (``inspect_ai._...``, or a
+module of it whose name starts with ``_``): ``tests/test_layers.py`` fails otherwise, for the
+package, its tests and its benchmarks.
 
 The exception hook (:func:`install_excepthook`) reads the traceback of the error it receives
 (the frames of Inspect's own functions: their names and locals) to say which flag a value came
@@ -32,6 +43,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import PurePath
 from types import FrameType, TracebackType
+from typing import Any
 
 from inspect_ai._util.error import PrerequisiteError
 from inspect_ai._util.exception import TerminateSampleError
@@ -39,11 +51,14 @@ from inspect_ai._util.registry import (
     RegistryInfo,
     registry_find,
     registry_info,
+    registry_params,
     registry_unqualified_name,
     set_registry_info,
 )
+from inspect_ai.log._samples import sample_active
 from inspect_ai.model._model import active_model
 from inspect_ai.scorer import Metric, Scorer
+from inspect_ai.scorer._scorer import scorer_metrics
 from rich.markup import escape
 
 __all__ = [
@@ -51,7 +66,13 @@ __all__ = [
     "active_model",
     "PrerequisiteError",
     "TerminateSampleError",
+    "inspect_command",
+    "parse_cli_config",
+    "parse_model_role_cli_args",
+    "registry_params",
     "registry_unqualified_name",
+    "sample_active",
+    "scorer_metrics",
     "with_metrics",
 ]
 
@@ -291,3 +312,24 @@ def vllm_url_given(api: object) -> bool | None:
     if not hasattr(api, "_init_base_url"):
         return None
     return bool(getattr(api, "_init_base_url", None) or getattr(api, "base_url", None))
+
+
+def inspect_command() -> Any:
+    """Inspect's command line, the click group ``inspect`` runs (for in-process tests)."""
+    from inspect_ai._cli.main import inspect
+
+    return inspect
+
+
+def parse_cli_config(args: Any, config: Any) -> dict[str, Any]:
+    """What ``-T name=value`` (and a config file) hand a task: Inspect's own parsing."""
+    from inspect_ai._cli.util import parse_cli_config as parse
+
+    return dict(parse(args, config))
+
+
+def parse_model_role_cli_args(args: Any) -> dict[str, Any]:
+    """What ``--model-role role=model`` values become: Inspect's own parsing."""
+    from inspect_ai._cli.util import parse_model_role_cli_args as parse
+
+    return dict(parse(args))

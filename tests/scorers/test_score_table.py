@@ -69,8 +69,7 @@ def outcome_value(rng: random.Random) -> dict[str, Any]:
 
 
 def _metrics() -> dict[str, list[Any]]:
-    from inspect_ai.scorer._scorer import scorer_metrics
-
+    from med_evals._compat import scorer_metrics
     from med_evals.scorers.oncology_rct import outcome_metrics
     from med_evals.scorers.verdict import verdict
     from med_evals.studies import MEDREQAL, ONCOLOGY_RCT

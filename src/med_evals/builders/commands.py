@@ -52,8 +52,7 @@ def _model_args(pairs: list[str] | None) -> dict[str, Any]:
 
 
 def _build_medreqal(args: argparse.Namespace) -> int:
-    from inspect_ai._util.error import PrerequisiteError
-
+    from med_evals._compat import PrerequisiteError
     from med_evals.builders.medreqal_build import beside, build_medreqal
     from med_evals.exit_codes import USAGE, CommandError
 

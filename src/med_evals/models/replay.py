@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Any
 
 from inspect_ai.log import list_eval_logs, read_eval_log
-from inspect_ai.log._samples import sample_active
 from inspect_ai.model import (
     ChatMessage,
     GenerateConfig,
@@ -51,7 +50,7 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from med_evals._compat import InputError, PrerequisiteError, active_model
+from med_evals._compat import InputError, PrerequisiteError, active_model, sample_active
 
 ANY_TASK = "*"
 """Task key of a JSONL record without ``task``: it serves any task."""
