@@ -553,9 +553,10 @@ def check_counts(
 
 
 def expected_counts(dataset: str) -> tuple[int | None, dict[str, int]]:
-    """The published row count and label counts of ``dataset`` (its manifest; None and none
-    where the manifest states none, e.g. a test fixture's)."""
-    extra = load_manifest(dataset).extra
+    """The published row count and label counts of ``dataset``: its packaged manifest's (the
+    published facts, whichever data a run reads: a local copy, a ``data_file``, or a manifest
+    folder of ``$MED_EVALS_MANIFEST_DIR``); None and none where it states none."""
+    extra = load_manifest(dataset, packaged_manifest_dir()).extra
     rows = extra.get("expected_rows")
     labels = {str(k): int(v) for k, v in (extra.get("expected_labels") or {}).items()}
     return (None if rows is None else int(rows)), labels

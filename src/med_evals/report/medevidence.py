@@ -1,5 +1,6 @@
 """The MedEvidence section: headline numbers per label scheme and evidence condition, the other
-metrics the logs carry (our lenient reading, accuracy per gold class), paired comparisons.
+metrics of the scorer's full set (our lenient reading, accuracy per gold class and evidence
+quality, ...), paired comparisons.
 
 The paper's scheme is its five classes; the three-label scheme (higher / lower / uncertain) is
 ours, and every run that uses it is marked so wherever it appears. The metrics beyond the
@@ -10,18 +11,16 @@ per-sample values: the same numbers a ``-T metrics=full`` run logs, whichever se
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.runs import Group
 from med_evals.report.tables import (
     headline_block,
+    metric_set_table,
     ordered_conditions,
     paired_table,
 )
-from med_evals.scorers.headline import metric_values
 from med_evals.study import Study
 
 OURS = " [three-label scheme: ours, not the paper's]"
@@ -35,11 +34,13 @@ def paper_scheme(study: Study, group: Group) -> bool:
     return chosen is None or str(chosen) == next(iter(study.label_sets))
 
 
-def shown_metric(name: str) -> bool:
-    """Metrics shown beside the headline: our lenient reading and per-gold-class
-    accuracy, whatever their exact names; not confusion cells or counts."""
-    return (">" not in name and not name.endswith("/n")
-            and ("lenient" in name or name.startswith("gold=")))
+#: the metrics of the set this section shows itself; the others are shown by
+#: :func:`~med_evals.report.tables.metric_set_table` but those left out (and why)
+SHOWN = ("headline",)
+LEFT_OUT = {
+    "confusion_counts": "the confusion cells, 35 per condition, are in a -T metrics=full log",
+    "confusion_lenient": "likewise for the lenient reading",
+}
 
 
 def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
@@ -76,27 +77,8 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
                    "condition and run" + ("; runs marked as ours use our three-label scheme"
                             if any(not paper_scheme(study, g) for g in groups) else ""),
                    "no question scored")
-    doc.table(_other_rows(study, groups), "Other metrics of the scorer's full set, as a "
-              "-T metrics=full log names them (our lenient reading suffixed _lenient; "
-              "gold=<class>: accuracy within a gold class)", keys=2)
+    doc.p("In the table of other metrics, _lenient marks our lenient reading; gold=<class>: "
+          "accuracy within a gold class; evidence_quality=<level>: within an evidence quality.",
+          "note")
+    metric_set_table(doc, study, groups, SHOWN, LEFT_OUT)
     paired_table(doc, study, groups, ctx.n_boot)
-
-
-def _other_rows(study: Study, groups: Sequence[Group]) -> list[dict[str, Any]]:
-    rows = []
-    for g in groups:
-        for run in g.runs:
-            conds = sorted({str(v.get("condition") or "") for v in run.values.values()})
-            by_cond: dict[str, dict[str, float]] = {}
-            full = metric_values(study.metric_set(True, g.task_args), run.values)
-            for key, value in full.items():
-                cond, sep, name = key.partition("/")
-                if not sep or cond not in conds:
-                    cond, name = (conds[0] if len(conds) == 1 else ""), key
-                if shown_metric(name):
-                    by_cond.setdefault(cond, {})[name] = value
-            label = g.label + (f" ({Path(run.path).name})" if len(g.runs) > 1 else "")
-            for cond in conds:
-                if by_cond.get(cond):
-                    rows.append({"run": label, "condition": cond, **by_cond[cond]})
-    return rows

@@ -8,17 +8,19 @@ the function the logged ``headline`` metric and ``med-evals regress`` call.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from med_evals._compat import registry_unqualified_name
 from med_evals.logs import Run
 from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
 from med_evals.report.runs import Group
+from med_evals.scorers.headline import metric_values
 from med_evals.stats import bootstrap_difference, mcnemar_exact
 from med_evals.study import Study
 
@@ -198,8 +200,62 @@ def headline_block(ctx: Any, study: Study, groups: Sequence[Group]) -> list[Head
     return rows
 
 
+# --- the rest of the metric set -----------------------------------------------------------
+
+
+def metric_set_rows(
+    study: Study, groups: Sequence[Group], skip: Collection[str] = ()
+) -> list[dict[str, Any]]:
+    """Every number of the study's full metric set (:meth:`Study.metric_set`) but the metrics
+    named in ``skip`` (registry names, e.g. ``headline``), computed over each run label's
+    per-sample values by the metric functions themselves
+    (:func:`~med_evals.scorers.headline.metric_values`): the numbers a ``-T metrics=full`` log
+    holds, named as it names them, whichever set the run logged. One row per run label and
+    condition; a number over several conditions (a flip rate) is in the row of the first."""
+    rows = []
+    for g in groups:
+        metrics = [m for m in study.metric_set(True, g.task_args)
+                   if registry_unqualified_name(m) not in skip]
+        if not metrics:
+            continue
+        conds = ordered_conditions(study, g.conditions())
+        by_cond: dict[str, dict[str, float]] = {}
+        for key, value in metric_values(metrics, g.values).items():
+            cond, sep, name = key.partition("/")
+            if not sep or cond not in conds:
+                cond, name = conds[0], key
+            by_cond.setdefault(cond, {})[name] = value
+        for cond in conds:
+            if by_cond.get(cond):
+                rows.append({"run": g.label, "condition": cond, **by_cond[cond]})
+    return rows
+
+
+def metric_set_table(
+    doc: Document, study: Study, groups: Sequence[Group], shown: Collection[str],
+    left_out: Mapping[str, str] | None = None,
+) -> None:
+    """The metrics of the study's full set that its section does not show in tables of its
+    own (``shown``) nor leaves out on purpose (``left_out``: name -> why), as
+    :func:`metric_set_rows` computes them: a metric added to a study's set appears here with
+    no edit of the report."""
+    left_out = dict(left_out or {})
+    rows = metric_set_rows(study, groups, {*shown, *left_out})
+    if not any(r.get("condition") for r in rows):
+        rows = [{k: v for k, v in r.items() if k != "condition"} for r in rows]
+    why = "; ".join(f"{name}: {reason}" for name, reason in left_out.items())
+    doc.table(
+        rows,
+        "Other metrics of the scorer's full set, as a -T metrics=full log names them, computed "
+        "from each run's per-sample values" + (f" (not shown here: {why})" if why else ""),
+        keys=2 if any("condition" in r for r in rows) else 1,
+    )
+
+
 def generic_section(ctx: Any, study: Study, groups: Sequence[Group]) -> None:
-    """A study without a section of its own: its headline numbers and paired comparisons."""
+    """A study without a section of its own: its headline numbers, the rest of its metric set
+    and paired comparisons."""
     ctx.doc.h2(study.title)
     headline_block(ctx, study, groups)
+    metric_set_table(ctx.doc, study, groups, shown=("headline",))
     paired_table(ctx.doc, study, groups, ctx.n_boot)

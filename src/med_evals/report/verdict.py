@@ -18,7 +18,12 @@ from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import is_missing
 from med_evals.report.runs import Group
-from med_evals.report.tables import headline_block, paired_table, reference_table
+from med_evals.report.tables import (
+    headline_block,
+    metric_set_table,
+    paired_table,
+    reference_table,
+)
 from med_evals.scorers.classification import counts_of
 from med_evals.scorers.verdict import by_group
 from med_evals.study import Study
@@ -26,6 +31,19 @@ from med_evals.study import Study
 #: bert-score's defaults for the encoder that gives the paper's 84-86 range (the paper does not
 #: name its encoder; see docs/medreqal.md)
 PAPER_SCALE = ("roberta-large", (None, 17), False)
+#: the metrics of the set this section shows itself (Tables 2, 3 and 5, the figure by
+#: category); the others are shown by :func:`~med_evals.report.tables.metric_set_table`, but
+#: those left out (and why)
+SHOWN = (
+    "headline",
+    "predicted_label_counts",
+    "rouge_l_mean",
+    "bertscore_f1_mean",
+    "evidence_mention_counts",
+    "macro_f1_by_category",
+)
+LEFT_OUT = {"confusion_matrix": "its 15 cells are in a -T metrics=full log; Table 3 has the "
+            "predicted and gold counts"}
 PAPER_BSC = "BERTScore F1 (%), paper's scale"
 OTHER_BSC = "BERTScore F1 (%), other encoder"
 
@@ -114,6 +132,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
               + ("; (published) rows: the paper's Table 3 (theirs)" if t3_pub is not None else ""))
     doc.table(t5, "Table 5 (ours): replies mentioning evidence terms")
     _by_category(ctx, study, groups, labels)
+    metric_set_table(doc, study, groups, SHOWN, LEFT_OUT)
     paired_table(doc, study, groups, ctx.n_boot)
 
 
