@@ -34,7 +34,7 @@ from med_evals.scorers.oncology_rct import (
 )
 from med_evals.stats import mcnemar_exact
 from med_evals.study import Study
-from med_evals.tasks.oncology_recorded import CONDITION_ALIASES
+from med_evals.tasks.oncology_conditions import condition_name
 
 BASELINE = "title_abstract"
 IDENTIFIER_PAIR = ("counterfactual", "counterfactual_doi")
@@ -56,7 +56,7 @@ SHOWN = (
 def published_condition(name: str) -> str:
     """The study's condition names (``Counterfactual + DOI``) as this package's."""
     key = "_".join(name.lower().replace("+", " ").split())
-    return CONDITION_ALIASES.get(key, key)
+    return condition_name(key)
 
 
 def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:

@@ -68,6 +68,20 @@ GROUPS: dict[str, tuple[str, ...]] = {
 GROUPS["all"] = tuple(CONDITIONS)
 
 
+#: Condition names used by the study groups' scripts and tables (the earlier paper's recorded
+#: replies, the study's Table 1), mapped to this package's.
+CONDITION_ALIASES = {
+    "baseline": "title_abstract",
+    "counterfactual_with_doi": "counterfactual_doi",
+    "conclusion": "conclusion_only",
+}
+
+
+def condition_name(name: str) -> str:
+    """This package's name of a condition named by the study groups' scripts."""
+    return CONDITION_ALIASES.get(name, name)
+
+
 def unknown_condition(name: str) -> str | None:
     """None for a known condition; else what to say of ``name``: unknown, and the closest
     known condition (``title-abstract`` -> ``title_abstract``)."""

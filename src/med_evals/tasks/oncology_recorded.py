@@ -40,22 +40,21 @@ from med_evals.scorers.oncology_rct import (
     outcome_value,
     summarize_condition,
 )
-from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
-
-#: Condition names used by the study groups' scripts, mapped to this package's.
-CONDITION_ALIASES = {
-    "baseline": "title_abstract",
-    "counterfactual_with_doi": "counterfactual_doi",
-    "conclusion": "conclusion_only",
-}
-_WIDE = re.compile(
-    r"^(?P<model>.+?)_(?P<condition>methods_results_conclusion|methods_conclusion|conclusion"
-    r"|title_abstract|title_only|doi_only|counterfactual_with_doi|counterfactual)_response_raw$"
+from med_evals.tasks.oncology_conditions import (
+    CONDITION_ALIASES,
+    CONDITIONS,
+    COUNTERFACTUAL,
+    condition_name,
 )
 
-
-def _condition(name: str) -> str:
-    return CONDITION_ALIASES.get(name, name)
+#: a wide table's reply column, ``<model>_<condition>_response_raw``: any condition of the
+#: study (:data:`CONDITIONS`) or a name the study groups' scripts use for one, longest first
+#: (so ``counterfactual_doi`` is not read as ``counterfactual``)
+_WIDE = re.compile(
+    r"^(?P<model>.+?)_(?P<condition>"
+    + "|".join(sorted((*CONDITIONS, *CONDITION_ALIASES), key=len, reverse=True))
+    + r")_response_raw$"
+)
 
 
 #: what a recorded reply stored blank stands for (see the module docstring)
@@ -105,7 +104,7 @@ def read_recorded(path: Path, trials: pd.DataFrame | None = None) -> pd.DataFram
     out = pd.DataFrame(
         {
             "model": model,
-            "condition": df["condition"].map(_condition),
+            "condition": df["condition"].map(condition_name),
             "trial": trial.astype(int),
             "reply": df["reply"],
         }
@@ -162,7 +161,7 @@ def _read_wide(path: Path, df: pd.DataFrame, wide_cols: list[str]) -> pd.DataFra
     for col in wide_cols:
         m = _WIDE.match(col)
         assert m is not None  # wide_cols are the columns _WIDE matches
-        cond = _condition(m["condition"])
+        cond = condition_name(m["condition"])
         for trial, (truth, reply) in enumerate(zip(df["Annotation_accept"], df[col], strict=True)):
             target = invert_outcome(truth) if cond in COUNTERFACTUAL else truth
             rows.append((m["model"], cond, trial, reply, target, None))
