@@ -7,7 +7,7 @@ from scipy.stats import binomtest, norm
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, recall_score
 from statsmodels.stats.proportion import proportion_confint
 
-from med_evals.scorers.classification import macro_f1_score_of
+from med_evals.scorers.classification import encode, macro_f1_codes
 from med_evals.scorers.oncology_rct import binary_estimates, binary_summary
 from med_evals.stats import (
     bootstrap_difference,
@@ -128,7 +128,7 @@ def test_bootstrap_difference_is_centred_on_the_point_estimate():
 
     def f1(values):
         gold_, pred = [v["target"] for v in values], [v["prediction"] for v in values]
-        return {"macro_f1": macro_f1_score_of(gold_, pred, labels)}
+        return {"macro_f1": macro_f1_codes(*encode(gold_, pred, labels), len(labels))}
 
     r = bootstrap_difference(f1, a, b, n_boot=300, seed=1)["macro_f1"]
     want = f1_score(gold, pa, average="macro", labels=labels) - f1_score(

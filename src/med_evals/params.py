@@ -279,21 +279,6 @@ class Paths(Check):
         return [str(path) for path in paths]
 
 
-@dataclass(frozen=True)
-class OutputFile(Check):
-    """A file to write: not a directory, in a folder that exists."""
-
-    optional: bool = False
-
-    def convert(self, value: Any) -> str:
-        path = Path(_scalar(value)).expanduser()
-        if path.is_dir():
-            raise _Bad("is a directory, not a file")
-        if not path.parent.is_dir():
-            raise _Bad(f"cannot be written: the folder {path.parent} does not exist")
-        return str(path)
-
-
 def _shown(value: Any) -> str:
     if value is None or value == "":
         return ""

@@ -150,10 +150,17 @@ def test_coded_metrics_equal_scikit_learn_on_strings() -> None:
     from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
 
     from med_evals.scorers.classification import (
-        accuracy_score_of,
+        accuracy_codes,
         confusion_of,
-        macro_f1_score_of,
+        encode,
+        macro_f1_codes,
     )
+
+    def accuracy_score_of(gold, pred):
+        return accuracy_codes(*encode(gold, pred))
+
+    def macro_f1_score_of(gold, pred, labels):
+        return macro_f1_codes(*encode(gold, pred, labels), len(labels))
 
     labels = ["SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"]
     predictions = [*labels, "INVALID", "ERROR", "MAYBE"]

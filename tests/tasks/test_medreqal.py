@@ -117,7 +117,7 @@ def test_pinned_file_is_verified(tmp_path: Path) -> None:
 
 
 def test_unknown_prompt() -> None:
-    with pytest.raises(ValueError, match="unknown prompt"):
+    with pytest.raises(ValueError, match="unknown prompt .llama.; choose from chat"):
         medreqal(prompt="llama", data_file=str(FIXTURE))
 
 

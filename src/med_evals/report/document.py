@@ -110,9 +110,6 @@ class Document:
     def h2(self, text: str) -> None:
         self.blocks.append(("h2", text))
 
-    def h3(self, text: str) -> None:
-        self.blocks.append(("h3", text))
-
     def p(self, text: str, kind: str = "p") -> None:
         self.blocks.append((kind, text))
 
@@ -145,8 +142,8 @@ class Document:
         out = [f"# {markdown_text(self.title)}", ""]
         for block in self.blocks:
             kind = block[0]
-            if kind in ("h2", "h3"):
-                out += [("## " if kind == "h2" else "### ") + markdown_text(block[1]), ""]
+            if kind == "h2":
+                out += ["## " + markdown_text(block[1]), ""]
             elif kind in ("p", "note"):
                 out += [markdown_text(block[1], one_line=False), ""]
             elif kind == "warn":
@@ -178,8 +175,8 @@ class Document:
         ]
         for block in self.blocks:
             kind = block[0]
-            if kind in ("h2", "h3"):
-                parts.append(f"<{kind}>{html_text(block[1])}</{kind}>")
+            if kind == "h2":
+                parts.append(f"<h2>{html_text(block[1])}</h2>")
             elif kind in ("p", "note", "warn"):
                 parts.append(f'<p class="{kind}">{html_text(block[1])}</p>')
             elif kind == "table":

@@ -218,7 +218,7 @@ def metric_set_rows(
                    if registry_unqualified_name(m) not in skip]
         if not metrics:
             continue
-        conds = ordered_conditions(study, g.conditions())
+        conds = ordered_conditions(study, set(g.conditions()))
         by_cond: dict[str, dict[str, float]] = {}
         for key, value in metric_values(metrics, g.values).items():
             cond, sep, name = key.partition("/")

@@ -105,19 +105,6 @@ def macro_f1_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> float:
     return macro_of(f1_per_label_codes(g, p, n_labels))
 
 
-def accuracy_score_of(gold: Sequence[str], pred: Sequence[str]) -> float:
-    """scikit-learn's accuracy of ``pred`` against ``gold`` (NaN for no samples)."""
-    return accuracy_codes(*encode(gold, pred))
-
-
-def macro_f1_score_of(gold: Sequence[str], pred: Sequence[str], labels: Sequence[str]) -> float:
-    """scikit-learn's macro-F1 over ``labels`` (``zero_division=0``; NaN for no samples).
-
-    A prediction outside ``labels`` is a miss for its gold label and a false positive for none.
-    """
-    return macro_f1_codes(*encode(gold, pred, labels), len(labels))
-
-
 def accuracy_by_group(
     groups: Sequence[str], gold: Sequence[str], pred: Sequence[str]
 ) -> dict[str, float]:
@@ -179,12 +166,14 @@ def label_codes(
 
 
 def accuracy_of(values: Sequence[Value], valid_only: bool) -> float:
-    """:func:`accuracy_score_of` over all values or the valid ones."""
+    """:func:`accuracy_codes` over all values or the valid ones."""
     return accuracy_codes(*label_codes(values, (), valid_only))
 
 
 def macro_f1_of(values: Sequence[Value], labels: Sequence[str], valid_only: bool) -> float:
-    """:func:`macro_f1_score_of` over all values or the valid ones."""
+    """:func:`macro_f1_codes` over all values or the valid ones (``labels``: the labels
+    averaged; a prediction outside them is a miss for its gold label, a false positive for
+    none)."""
     return macro_f1_codes(*label_codes(values, labels, valid_only), len(labels))
 
 

@@ -45,6 +45,7 @@ from med_evals.scorers.classification import (
 )
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
+from med_evals.scorers.values import EffectValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.study import Study
 
@@ -167,7 +168,7 @@ def parse_effect_lenient(reply: str | None, scheme: str = "five") -> str:
 
 def effect_value(
     reply: str | None, target: str, scheme: str, condition: str, evidence_quality: str
-) -> dict[str, Any]:
+) -> EffectValue:
     """The score value of one reply (``reply=None``: a provider failure)."""
     labels = LABEL_SETS[scheme]
     prediction = parse_effect(reply, scheme)
@@ -286,7 +287,7 @@ def effect_direction(scheme: str = "five") -> Scorer:
             state.metadata["evidence_quality"],
         )
         return Score(
-            value=value,
+            value=score_value(value),
             answer=value["prediction"],
             explanation=reply if error is None else f"provider error: {error}",
         )

@@ -11,7 +11,7 @@ SYSTEM = "follow instruction"
 
 # BASIC_PROMPTS["final_answer"], indentation as in the source; {CLASSES} filled per label set:
 # the authors' five classes, or (ours) "Higher, Lower, Uncertain" with the mapping of the five
-# classes onto Uncertain stated (scorers.effect.DISPLAY).
+# classes onto Uncertain stated (scorers.medevidence.DISPLAY).
 FINAL_ANSWER = """Given the ARTICLE SUMMARIES. Provide a concise and precise answer to the provided QUESTION.
 
     After you think, return your answer with the following format:

@@ -211,12 +211,11 @@ def counterfactual_judges(
     )
     seed, attempts = p.seed, p.attempts
     df, provenance = _trials(trials_file, data_dir, subset)
+    # judge is "rate" or "paired" (check_params refused anything else)
     if judge == "rate":
         judge_scorer = plausibility_judge(attempts=attempts)
-    elif judge == "paired":
-        judge_scorer = detectability_judge(seed=seed, attempts=attempts)
     else:
-        raise ValueError(f"judge must be 'rate' or 'paired', got {judge!r}")
+        judge_scorer = detectability_judge(seed=seed, attempts=attempts)
     samples = [
         Sample(
             id=f"{judge}-{int(trial):03d}",

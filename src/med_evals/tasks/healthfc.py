@@ -32,7 +32,6 @@ from med_evals.scorers.verdict import (
     verdict,
     verdict_metrics,
 )
-from med_evals.solvers.verdict import check_variant
 from med_evals.study import Study
 from med_evals.tasks.verdict import (
     VERDICT_HEADLINE,
@@ -134,7 +133,6 @@ def healthfc(
     """
     p = check_params("healthfc", locals(), **verdict_params(), evidence=Flag())
     evidence, epochs, bertscore_layers = p.evidence, p.epochs, p.bertscore_layers
-    check_variant(prompt)
     path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
     df = read_healthfc(path)
     count_problem = check_counts(path, list(df["gold"]), DATASET)

@@ -31,7 +31,6 @@ from med_evals.scorers.verdict import (
     verdict,
     verdict_metrics,
 )
-from med_evals.solvers.verdict import check_variant
 from med_evals.study import Study
 from med_evals.tasks.verdict import (
     VERDICT_HEADLINE,
@@ -172,7 +171,6 @@ def medreqal(
         published_after=IsoDate(),
     )
     published_after, epochs, bertscore_layers = p.published_after, p.epochs, p.bertscore_layers
-    check_variant(prompt)
     path, provenance = medreqal_file(source, DATASET, FILE, data_dir, data_file)
     df = read_medreqal(path)
     if published_after:

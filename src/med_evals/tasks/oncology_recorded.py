@@ -189,17 +189,3 @@ def score_recorded(replies: pd.DataFrame) -> list[dict[str, Any]]:
             values.append(outcome_value(reply, r.target, cond, r.trial, error))
         results.append({"model": model, "condition": cond, **summarize_condition(values)})
     return results
-
-
-def check_out_file(out: str | Path | None, flag: str = "--out") -> None:
-    """Raise :class:`~med_evals.exit_codes.CommandError` (exit 2) when ``out`` cannot be
-    written as a file: a folder, or in a folder that does not exist. Checked before any work."""
-    from med_evals.exit_codes import USAGE, CommandError
-
-    if out is None:
-        return
-    path = Path(out)
-    if path.is_dir():
-        raise CommandError(f"{flag} {path} is a folder, not a file to write", USAGE)
-    if not path.parent.is_dir():
-        raise CommandError(f"{flag} {path}: the folder {path.parent} does not exist", USAGE)
