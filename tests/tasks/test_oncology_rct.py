@@ -81,6 +81,11 @@ def test_exact_prompt_of_every_condition(fixture_data):
     assert re.fullmatch(r"DOI: 10\.1200/JCO\.19\.\d{5}", synthetic)
     assert synthetic[5:] not in set(fixture_data.doi)
     assert re.fullmatch(r"Identifier: [0-9A-F]{12}", _inputs("irrelevant_identifier")[0].input)
+    # every condition's prompt is checked here: a new condition fails this until it is
+    checked = {*expected, "counterfactual_title_only", "doi_shuffled", "doi_synthetic",
+               "irrelevant_identifier"}
+    assert checked == set(CONDITIONS), (
+        f"add the exact prompt of {sorted(set(CONDITIONS) - checked)} to this test")
 
 
 def test_counterfactual_title_only_edited_by_default_or_all_trials(fixture_data):

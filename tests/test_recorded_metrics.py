@@ -1,6 +1,7 @@
-"""Speed-ups change no number: replayed runs log exactly the metrics recorded before them.
+"""Recorded numbers: replayed runs log exactly the metrics recorded for them (first recorded
+before the speed-ups of issue 16, so that no speed-up, refactor or move changes a number).
 
-``tests/fixtures/metrics_before_speedups.json`` holds every logged metric of four deterministic
+``tests/fixtures/recorded_metrics.json`` holds every logged metric of four deterministic
 runs (MedREQAL-schema with one and three epochs, HealthFC-schema, the oncology study's five
 conditions), recorded with the code as it was without the performance work of issue 16 (the
 score table, the one-step prompt-and-generate solver, the slimmer sample metadata), from a copy
@@ -12,7 +13,7 @@ failures (``ERROR``), evidence mentions.
 Each test replays one run and compares every metric with the recorded value to the last digit
 (``==`` on the floats; NaN equals NaN), and the metric names too, so a metric can neither change
 nor disappear. Regenerate the fixture only for an intended change of a number:
-``python -m tests.test_same_numbers_fast_metrics --write``.
+``python -m tests.test_recorded_metrics --write``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-RECORDED = Path(__file__).parent / "fixtures" / "metrics_before_speedups.json"
+RECORDED = Path(__file__).parent / "fixtures" / "recorded_metrics.json"
 ONCOLOGY_FIXTURE = (
     Path(__file__).parents[1] / "datasets" / "fixtures" / "oncology_trials_fixture.csv"
 )
@@ -280,7 +281,7 @@ def main() -> None:
     import tempfile
 
     if "--write" not in sys.argv:
-        sys.exit("usage: python -m tests.test_same_numbers_fast_metrics --write")
+        sys.exit("usage: python -m tests.test_recorded_metrics --write")
     out = {}
     for run in _tasks(Path(tempfile.mkdtemp())):
         out[run] = replay(run, Path(tempfile.mkdtemp()))
