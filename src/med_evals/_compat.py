@@ -20,6 +20,10 @@ Inspect has no public home for these yet; if a release moves them, only this mod
 - ``sample_active``: the sample running now (the replay provider serves the record of its id).
 - ``scorer_metrics``, ``registry_params``: a scorer's declared metrics, and the arguments a
   metric was created with as Inspect records them (the tests check ours).
+- :func:`local_server`: Inspect's module that starts ``vllm serve`` (the GPU bench's test
+  checks how it passes ``-M tensor_parallel_size``).
+- :func:`openai_batcher`: Inspect's OpenAI Batch-API client (tests/test_batch.py pins how it
+  reads a failed request's line).
 - :func:`inspect_command`, :func:`parse_cli_config`, :func:`parse_model_role_cli_args`:
   Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
   values, for the tests that run Inspect's own command line in process (imported when called:
@@ -333,3 +337,17 @@ def parse_model_role_cli_args(args: Any) -> dict[str, Any]:
     from inspect_ai._cli.util import parse_model_role_cli_args as parse
 
     return dict(parse(args))
+
+
+def openai_batcher() -> Any:
+    """Inspect's ``OpenAIBatcher`` class (for the tests of ``--batch``)."""
+    from inspect_ai.model._providers._openai_batch import OpenAIBatcher
+
+    return OpenAIBatcher
+
+
+def local_server() -> Any:
+    """Inspect's ``inspect_ai._util.local_server`` module (starts local model servers)."""
+    from inspect_ai._util import local_server as module
+
+    return module

@@ -1,0 +1,95 @@
+"""bench/bench_vllm.py against the local fake OpenAI server (as ``VLLM_BASE_URL``): the figures
+it prints are there and agree with the log it ran."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import random
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from inspect_ai.log import read_eval_log
+
+from .support.fake_openai import FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_vllm", ROOT / "bench" / "bench_vllm.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("bench_vllm", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def verdict_reply(text: str) -> str:
+    """A reply of the paper's length (bench/synthetic.py), the same for the same question."""
+    synthetic = importlib.import_module("synthetic")  # bench/, on the path once bench is loaded
+    return synthetic.verdict_reply(random.Random(len(text)))
+
+
+@pytest.mark.slow
+def test_bench_vllm_prints_figures_consistent_with_its_log(tmp_path, monkeypatch, capsys):
+    bench = load_bench()
+    name = "Qwen/Qwen2.5-7B-Instruct-bench"  # Inspect keeps one server per base model name
+    with FakeOpenAIServer(verdict_reply, latency=0.05, model=name, word_usage=True) as server:
+        monkeypatch.setenv("VLLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("VLLM_API_KEY", "local-key")
+        argv = f"--model {name} --limit 24 --warmup 4 --max-connections 8 -M tensor_parallel_size=2"
+        result = bench.main([*argv.split(), "--log-dir", str(tmp_path / "logs")])
+        chats = [b for p, b in server.requests if p.endswith("/chat/completions")]
+    printed = capsys.readouterr().out
+    assert len(chats) == 4 + 24 and {b["model"] for b in chats} == {name}
+    assert {b.get("max_tokens", b.get("max_completion_tokens")) for b in chats} == {256}
+    assert "-M tensor_parallel_size=2 not passed to it" in printed  # a running server
+    (line,) = [x for x in printed.splitlines() if x.startswith("RESULT ")]
+    assert json.loads(line[len("RESULT ") :]) == result
+    assert result["model_args"] == {"tensor_parallel_size": 2}
+
+    # the figures, recomputed from the log the script names
+    log = read_eval_log(result["log"])
+    assert log.samples is not None and len(log.samples) == result["samples"] == 24
+    replies = {s.id: s.output.completion for s in log.samples}
+    words = sum(len(r.split()) for r in replies.values())  # the fake counts words as tokens
+    assert result["output_tokens"] == words == log.stats.model_usage[f"vllm/{name}"].output_tokens
+    assert result["output_tokens_per_sample"] == round(words / 24, 1)
+    span = result["span_s"]
+    assert 24 * 0.05 / 8 <= span <= result["wall_s"]  # at least the server's latency, 8 at a time
+    assert result["samples_per_s"] == pytest.approx(24 / span, rel=1e-3)
+    assert result["output_tokens_per_s"] == pytest.approx(words / span, rel=1e-3)
+    assert result["full_run_s"] == pytest.approx(2786 / result["samples_per_s"], rel=1e-3)
+    for label, key in [("samples/s", "samples_per_s"), ("output tokens/s", "output_tokens_per_s")]:
+        match = re.search(rf"^{label}: ([\d.]+)", printed, re.MULTILINE)
+        assert match and float(match.group(1)) == pytest.approx(result[key], abs=0.01)
+    match = re.search(r"^time for 2,786 questions: ([\d.]+) s", printed, re.MULTILINE)
+    assert match and float(match.group(1)) == pytest.approx(result["full_run_s"], abs=0.1)
+
+
+def test_model_args_are_typed_and_checked():
+    bench = load_bench()
+    assert bench.model_args(["tensor_parallel_size=2", "enforce_eager=true", "dtype=bfloat16"]) == {
+        "tensor_parallel_size": 2,
+        "enforce_eager": True,
+        "dtype": "bfloat16",
+    }
+    with pytest.raises(SystemExit, match="expected key=value"):
+        bench.model_args(["tensor_parallel_size"])
+
+
+def test_inspect_passes_tensor_parallel_size_to_vllm_serve():
+    """What ``-M`` does when Inspect starts ``vllm serve`` itself (vllm is not installed here, so
+    the command line is checked at the functions that build it)."""
+    from med_evals._compat import local_server
+
+    server = local_server()
+    configure_devices = server.configure_devices
+    assert server._server_arg_to_cli_key("tensor_parallel_size") == "tensor-parallel-size"
+    args, env = configure_devices({"devices": "0,1"}, parallel_size_param="tensor_parallel_size")
+    assert args == {"tensor_parallel_size": 2} and env == {"CUDA_VISIBLE_DEVICES": "0,1"}
+    args, _ = configure_devices({"devices": "0,1", "tensor_parallel_size": 1})
+    assert args["tensor_parallel_size"] == 1  # an explicit size wins
