@@ -100,11 +100,15 @@ def _recorded_to_replay(args: argparse.Namespace) -> int:
 
 def _export_counterfactuals(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import USAGE, CommandError
+    from med_evals.log_files import LogPathError
     from med_evals.outputs import check_file
     from med_evals.tasks.counterfactual_export import export_counterfactuals
 
     check_file(args.out, "--out")  # before any log is read
-    summary = export_counterfactuals(args.logs, args.out)
+    try:
+        summary = export_counterfactuals(args.logs, args.out)
+    except LogPathError as ex:  # a location that cannot be listed (s3://...: unreachable)
+        raise CommandError(str(ex), USAGE) from None
     skipped = summary.pop("skipped")
     for line in skipped:
         print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
@@ -118,13 +122,14 @@ def _export_counterfactuals(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import USAGE, CommandError
+    from med_evals.log_files import LogPathError
     from med_evals.report import ReportError, build_report
 
     try:
         result = build_report(
             args.logs, args.out, allow_mixed=args.allow_mixed, reference=args.reference
         )
-    except ReportError as ex:
+    except (ReportError, LogPathError) as ex:  # LogPathError: an s3://... it cannot list
         raise CommandError(str(ex), USAGE) from None
     for line in result.skipped:
         print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
@@ -237,7 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("flip-rate", help="flip rates between conditions, from oncology logs")
-    p.add_argument("logs", nargs="+", help="log files or directories")
+    p.add_argument(
+        "logs", nargs="+",
+        help="log files or folders (local, or any URI Inspect reads: s3://bucket/logs)",
+    )
     p.add_argument(
         "--pair",
         action="append",
@@ -276,12 +284,18 @@ def main(argv: list[str] | None = None) -> int:
         "export-counterfactuals",
         help="write the accepted rewrites of counterfactual_build logs as a trials.csv",
     )
-    p.add_argument("logs", nargs="+", help="counterfactual_build log files or directories")
+    p.add_argument(
+        "logs", nargs="+",
+        help="counterfactual_build log files or folders (local or s3://...)",
+    )
     p.add_argument("--out", required=True, help="CSV to write (rows already in it are kept)")
     p.set_defaults(func=_export_counterfactuals)
 
     p = sub.add_parser("report", help="paper-style report (Markdown, HTML, PNG) from logs")
-    p.add_argument("logs", nargs="+", help="log files or directories, any number of models")
+    p.add_argument(
+        "logs", nargs="+",
+        help="log files or folders (local or s3://...), any number of models",
+    )
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument(
         "--allow-mixed",
@@ -298,7 +312,10 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=_report)
 
     p = sub.add_parser("baseline", help="record runs' metrics and per-sample results")
-    p.add_argument("logs", nargs="+", help="log files or directories")
+    p.add_argument(
+        "logs", nargs="+",
+        help="log files or folders (local, or any URI Inspect reads: s3://bucket/logs)",
+    )
     p.add_argument("-o", "--output", required=True, help="baseline JSON to write")
     p.set_defaults(func=_baseline)
 
@@ -319,7 +336,10 @@ def main(argv: list[str] | None = None) -> int:
         "A regression (1) outranks them. All commands' codes: docs/exit_codes.md",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("logs", nargs="+", help="log files or directories of the new runs")
+    p.add_argument(
+        "logs", nargs="+",
+        help="log files or folders (local or s3://...) of the new runs",
+    )
     p.add_argument("--baseline", required=True, help="baseline JSON from `med-evals baseline`")
     p.add_argument(
         "--allow-untested",

@@ -134,6 +134,24 @@ def _check_condition(condition: str) -> None:
     )
 
 
+def _check_local(log_dir: str | Path | None, report_dir: str | Path | None) -> None:
+    """``--log-dir`` and ``--out`` are local folders (one line, exit 2, for ``s3://...``): the
+    replay files are written beside the logs, and the report, as every output, is local. Its
+    reading side is Inspect's: each run is read back from ``log.location``, local or not."""
+    from med_evals.log_files import is_remote
+
+    if log_dir is not None and is_remote(log_dir):
+        raise CommandError(
+            f"--log-dir {log_dir}: med-evals compare writes its logs, replay files and report "
+            "to a local folder; copy them to S3 after (or run `inspect eval-set` into S3 and "
+            "`med-evals report` over it: docs/scale.md)", USAGE,
+        )
+    if report_dir is not None:
+        from med_evals.outputs import check_local
+
+        check_local(report_dir, "--out")
+
+
 def _replays(
     recorded: Sequence[str], condition: str, data_dir: str | None, out: Path
 ) -> dict[str, Path]:
@@ -188,6 +206,7 @@ def run_compare(
     from med_evals.tasks.oncology_rct import oncology_rct
 
     _check_condition(condition)
+    _check_local(log_dir, report_dir)
     args = dict(model_args if model_args is not None else _model_args(None, model))
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     folder = Path(log_dir) if log_dir else Path("logs") / f"compare-{stamp}"

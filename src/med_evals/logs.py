@@ -22,7 +22,9 @@ from typing import Any
 
 from inspect_ai.log import EvalLog, read_eval_log
 
-from med_evals.log_files import expand_log_paths
+# expand_log_paths: re-exported (callers list logs as this module did)
+from med_evals.log_files import expand_log_paths as expand_log_paths
+from med_evals.log_files import list_log_files, missing, mtime
 from med_evals.scorers.reducers import majority_label
 from med_evals.studies import STUDIES, Study, spec
 
@@ -51,6 +53,15 @@ class Run:
     metrics: dict[str, float] = field(default_factory=dict)
     #: other scorers' reduced values: scorer -> sample id -> value
     others: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: when the log was last written (seconds since the epoch), from Inspect's listing of the
+    #: log's folder; ``None``: not listed yet (:meth:`written` asks Inspect)
+    mtime: float | None = None
+
+    def written(self) -> float:
+        """When the log was last written (seconds since the epoch; 0.0 when unknown)."""
+        if self.mtime is None:
+            self.mtime = mtime(self.path)
+        return self.mtime
 
     @property
     def study(self) -> Study:
@@ -84,25 +95,32 @@ class LogSelection:
     unfinished: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: one line per file that is not a readable Inspect log
     unreadable: list[str] = field(default_factory=list)
+    #: each log's write time from Inspect's listing (seconds since the epoch)
+    mtimes: dict[str, float] = field(default_factory=dict)
 
 
 def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelection:
     """One log per eval: the finished log where the eval has one, else its newest log.
 
     Logs of one eval share its ``task_id`` (Inspect keeps it across ``inspect eval-retry`` and
-    in a ``-recovered`` log). Newest: by creation time, ties broken by the file's write time.
-    Reads log headers only. ``strict``: see :func:`expand_log_paths`."""
+    in a ``-recovered`` log). Newest: by creation time, ties broken by the file's write time
+    (as Inspect's listing gives it: local or remote alike). Reads log headers only. Paths are
+    anything Inspect reads logs from (``s3://...`` too); ``strict``: see
+    :func:`med_evals.log_files.list_log_files`."""
     out = LogSelection()
     by_eval: dict[str, list[tuple[str, EvalLog]]] = defaultdict(list)
-    for path in dict.fromkeys(expand_log_paths(paths, strict)):
+    for log_file in list_log_files(paths, strict):
+        out.mtimes.setdefault(log_file.name, log_file.mtime)
+    for path in out.mtimes:
         try:
             header = read_eval_log(path, header_only=True)
         except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
-            out.unreadable.append(f"{path}: unreadable log ({_one_line(ex)})")
+            why = missing(path) or _one_line(ex)  # s3://: a missing key reads as "no recorder"
+            out.unreadable.append(f"{path}: unreadable log ({why})")
             continue
         by_eval[header.eval.task_id or path].append((path, header))
     for logs in by_eval.values():
-        logs.sort(key=lambda pl: (pl[1].eval.created or "", _mtime(pl[0])))
+        logs.sort(key=lambda pl: (pl[1].eval.created or "", out.mtimes[pl[0]]))
         done = [pl for pl in logs if pl[1].status == "success"]
         keep = (done or logs)[-1]
         if done:
@@ -122,11 +140,6 @@ def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelecti
                     f"(task_id {header.eval.task_id}) is {keep[0]}"
                 )
     return out
-
-
-def _mtime(path: str) -> float:
-    p = Path(path)
-    return p.stat().st_mtime if p.exists() else 0.0
 
 
 def _one_line(ex: BaseException) -> str:
@@ -230,9 +243,12 @@ def load_selected(selection: LogSelection) -> tuple[list[Run], list[str]]:
                *selection.superseded]
     for path in selection.finished:
         try:
-            runs.append(load_run(path))
+            run = load_run(path)
         except LogSkipped as ex:
             skipped.append(str(ex))
+            continue
+        run.mtime = selection.mtimes.get(path)
+        runs.append(run)
     return runs, skipped
 
 

@@ -2,7 +2,9 @@
 
 - :func:`check_file` and :func:`check_folder` are the one check of every ``--out`` / ``-o``: the
   path must name a file (or a folder) that can be written, in a folder that exists (a report's
-  folder is made if missing). A folder that cannot be written in (read-only, not ours) is found
+  folder is made if missing). Outputs are local: a URI (``s3://...``, even ``file://``) is
+  refused in one line (:func:`check_local`), as logs may be read from S3 but nothing is written
+  there. A folder that cannot be written in (read-only, not ours) is found
   by creating and removing a probe file there, so a read-only mount, an ACL or a full quota is
   caught as well as the mode bits: a :class:`~med_evals.exit_codes.CommandError` (one line, exit
   2) before any log is read.
@@ -66,10 +68,28 @@ def _probe(folder: Path, path: Path, flag: str) -> None:
         ) from None
 
 
+def check_local(path: str | Path, flag: str = "--out") -> None:
+    """A :class:`CommandError` (exit 2) when ``path`` is a URI rather than a local path: every
+    output of med_evals is written here (whole, by a rename), never to S3 or another store."""
+    from med_evals.log_files import scheme
+
+    kind = scheme(path)
+    if kind == "file":
+        raise CommandError(f"{flag} {path}: give a local path, not a file:// URI", USAGE)
+    if kind:
+        where = "S3" if kind in ("s3", "s3a") else f"{kind}://"
+        raise CommandError(
+            f"{flag} {path}: med-evals writes reports and baselines to a local folder; copy "
+            f"them to {where} after", USAGE,
+        )
+
+
 def check_file(path: str | Path, flag: str = "--out", make_parent: bool = False) -> Path:
     """The file ``path`` as a :class:`Path`, if it can be written; else a
-    :class:`CommandError` (exit 2): a folder, a folder that does not exist (unless
-    ``make_parent``: then one that cannot be made), or a folder that cannot be written in."""
+    :class:`CommandError` (exit 2): a URI (:func:`check_local`), a folder, a folder that does
+    not exist (unless ``make_parent``: then one that cannot be made), or a folder that cannot
+    be written in."""
+    check_local(path, flag)
     out = Path(path)
     if out.is_dir():
         raise CommandError(f"{flag} {out}: is a folder; name the file to write", USAGE)
@@ -87,7 +107,9 @@ def check_file(path: str | Path, flag: str = "--out", make_parent: bool = False)
 
 def check_folder(path: str | Path, flag: str = "--out", make: bool = True) -> Path:
     """The folder ``path``, if files can be written in it: it exists, or (``make``) it can be
-    made in the nearest folder above it that exists; else a :class:`CommandError` (exit 2)."""
+    made in the nearest folder above it that exists; else a :class:`CommandError` (exit 2), a
+    URI among them (:func:`check_local`)."""
+    check_local(path, flag)
     out = Path(path)
     if out.exists() and not out.is_dir():
         raise CommandError(f"{flag} {out}: is a file, not a folder", USAGE)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
-from med_evals.log_files import LogPathError
+from med_evals.log_files import LogPathError, is_remote, log_folder, log_name
 from med_evals.logs import LogSelection, LogSkipped, Run, load_run, select_logs
 from med_evals.outputs import check_file, write_text
 from med_evals.stats import bootstrap_difference
@@ -125,7 +125,7 @@ def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
                 "task": r.task,
                 "model": r.model,
                 "task_args": r.task_args,
-                "log": Path(r.path).name,
+                "log": log_name(r.path),
                 "setup": setup_of(r),
                 "metrics": r.metrics,
                 "samples": r.values,
@@ -335,7 +335,7 @@ class Matching:
 
 
 def _name(path: str | None) -> str:
-    return Path(str(path)).name
+    return log_name(str(path))
 
 
 def match_runs(baseline_runs: Sequence[Mapping[str, Any]], runs: Sequence[Run]) -> Matching:
@@ -508,10 +508,9 @@ def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
 def resume_command(log: str) -> str:
     """The command that finishes a killed run into its own folder (without ``--log-dir``,
     ``inspect eval-retry`` writes the finished log to ``./logs``, where gating the run's folder
-    again would not find it)."""
-    path = Path(log)
-    folder = path.parent.resolve() if path.parent.exists() else path.parent
-    return f"inspect eval-retry --log-dir {shlex.quote(str(folder))} {shlex.quote(str(path))}"
+    again would not find it). A log on S3 is resumed into its own folder there."""
+    shown = log if is_remote(log) else str(Path(log))
+    return f"inspect eval-retry --log-dir {shlex.quote(log_folder(log))} {shlex.quote(shown)}"
 
 
 def gated_metrics(rows: Sequence[Row]) -> dict[str, list[str]]:
@@ -591,6 +590,9 @@ def check_baseline(baseline: Any, source: str = "the baseline") -> None:
 def read_baseline(path: str | Path) -> dict[str, Any]:
     """A baseline file, checked; :class:`CommandError` (exit 2) when it is missing, empty, not
     JSON or not a baseline."""
+    if is_remote(path):  # logs may be anywhere Inspect reads them; the baseline is ours, local
+        raise CommandError(f"baseline {path}: med-evals reads a baseline from a local file; "
+                           "copy it here first", USAGE)
     p = Path(path)
     if not p.exists():
         raise CommandError(f"baseline {p}: no such file", USAGE)

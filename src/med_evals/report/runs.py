@@ -25,6 +25,7 @@ from typing import Any
 
 from inspect_ai.log import read_eval_log
 
+from med_evals.log_files import log_name
 from med_evals.logs import Run
 from med_evals.report.document import MISSING
 from med_evals.study import NON_SETUP_ARGS, Study
@@ -139,9 +140,8 @@ def run_labels(runs: Sequence[Run]) -> dict[int, str]:
 
 def age(run: Run) -> tuple[str, float]:
     """When a run was made: its creation time, ties (the same second) broken by when its log
-    was last written."""
-    path = Path(run.path)
-    return (str(run.provenance.get("created") or ""), path.stat().st_mtime if path.exists() else 0)
+    was last written (from Inspect's listing: a log on S3 as a local one)."""
+    return (str(run.provenance.get("created") or ""), run.written())
 
 
 def group_runs(runs: Sequence[Run], warnings: list[str]) -> dict[str, list[Group]]:
@@ -155,7 +155,7 @@ def group_runs(runs: Sequence[Run], warnings: list[str]) -> dict[str, list[Group
         group = Group(label, members[0].study, members)
         origin: dict[str, str] = {}
         for r in members:
-            name = Path(r.path).name
+            name = log_name(r.path)
             dup = [sid for sid in r.values if sid in group.values]
             if dup:
                 older = sorted({origin[s] for s in dup})
@@ -186,7 +186,7 @@ def check_comparable(runs: Sequence[Run], allow_mixed: bool) -> list[str]:
     for task, group in by_task.items():
         if len({signature(r) for r in group}) > 1:
             lines = "; ".join(
-                f"{Path(r.path).name}: data {str(signature(r)[0])[:12]}, prompt {signature(r)[1]}, "
+                f"{log_name(r.path)}: data {str(signature(r)[0])[:12]}, prompt {signature(r)[1]}, "
                 f"version {signature(r)[2]}"
                 for r in group
             )

@@ -19,7 +19,7 @@ import pandas as pd
 from inspect_ai.log import read_eval_log
 
 from med_evals.data import DatasetError, read_csv_checked
-from med_evals.log_files import expand_log_paths
+from med_evals.log_files import exists, expand_log_paths, missing
 
 BUILD_TASK = "counterfactual_build"
 SCORER = "rewrite_check"
@@ -41,11 +41,13 @@ def read_accepted(paths: Iterable[str | Path]) -> Accepted:
     """The accepted rewrites in builder logs, one per DOI: the earliest log's, lowest epoch."""
     out = Accepted()
     logs = []
-    paths = list(paths)
-    for p in paths:
-        if Path(p).is_dir() and not expand_log_paths([p]):
+    files: list[str] = []
+    for p in paths:  # listed by Inspect: local folders, s3://... alike
+        found = expand_log_paths([p])
+        if not found:  # a missing path or a file is passed on; a folder may hold nothing
             out.skipped.append(f"{p}: a folder with no Inspect log in it")
-    for path in expand_log_paths(paths):
+        files += found
+    for path in files:
         try:
             log = read_eval_log(path)
         except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
@@ -81,8 +83,8 @@ def unreadable_reason(path: str | Path, ex: BaseException) -> str:
     import zipfile
 
     text = str(ex) or type(ex).__name__
-    if isinstance(ex, FileNotFoundError):
-        return "no such file"
+    if isinstance(ex, FileNotFoundError) or missing(path):  # s3://: a ClientError, or
+        return "no such file"  # "no recorder" for a name without .eval
     if isinstance(ex, IsADirectoryError):
         return "a folder, not a log file"
     if isinstance(ex, zipfile.BadZipFile | EOFError) or "EOCD" in text:
@@ -100,11 +102,10 @@ def accepted_dois(resume: str | Sequence[str] | None) -> set[str]:
     dois: set[str] = set()
     logs = []
     for item in items:
-        path = Path(item)
-        if not path.exists():
+        if not exists(item):  # local or anywhere Inspect reads logs (s3://...)
             raise FileNotFoundError(f"resume: {item} does not exist (logs or an exported CSV)")
-        if path.suffix == ".csv":
-            dois |= set(pd.read_csv(path, dtype=str, keep_default_na=False)["doi"])
+        if str(item).endswith(".csv"):
+            dois |= set(pd.read_csv(item, dtype=str, keep_default_na=False)["doi"])
         else:
             logs.append(item)
     return dois | set(read_accepted(logs).rows) if logs else dois
