@@ -9,7 +9,8 @@ file or inside a function alike; imports only for type checking are not counted)
 1. ``solvers/`` (the papers' prompts) and ``models/`` (providers)
 2. ``scorers/`` (parsers, scorers, metrics: handed a spec, never importing one)
 3. ``tasks/`` (each study's task and its ``SPEC``) and ``builders/``
-4. ``studies`` (the list of specs)
+4. ``studies`` (the list of specs) and ``recorded/`` (tools over recorded replies and logs
+   that are not tasks: score-recorded, recorded-to-replay, export-counterfactuals)
 5. ``logs`` (runs read back)
 6. ``regress``, ``report/``, ``compare``
 7. ``cli``, ``_registry``
@@ -40,6 +41,7 @@ LAYERS: dict[str, int] = {
     "tasks": 3,
     "builders": 3,
     "studies": 4,
+    "recorded": 4,
     "logs": 5,
     "regress": 6,
     "report": 6,

@@ -77,8 +77,8 @@ def _flip_rate(args: argparse.Namespace) -> int:
 
 def _score_recorded(args: argparse.Namespace) -> int:
     from med_evals.outputs import check_file
+    from med_evals.recorded.replies import read_recorded, score_recorded
     from med_evals.report.oncology import recorded_table
-    from med_evals.tasks.oncology_recorded import read_recorded, score_recorded
 
     if args.out:
         check_file(args.out, "--out")  # before any work
@@ -93,7 +93,7 @@ def _score_recorded(args: argparse.Namespace) -> int:
 
 
 def _recorded_to_replay(args: argparse.Namespace) -> int:
-    from med_evals.tasks.oncology_recorded_replay import cli
+    from med_evals.recorded.replay_files import cli
 
     return cli(args)
 
@@ -102,7 +102,7 @@ def _export_counterfactuals(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import USAGE, CommandError
     from med_evals.log_files import LogPathError
     from med_evals.outputs import check_file
-    from med_evals.tasks.counterfactual_export import export_counterfactuals
+    from med_evals.recorded.counterfactual_export import export_counterfactuals
 
     check_file(args.out, "--out")  # before any log is read
     try:

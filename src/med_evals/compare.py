@@ -157,8 +157,8 @@ def _replays(
 ) -> dict[str, Path]:
     """Replay files of the recorded models asked for, derived from the study group's table."""
     from med_evals.data import fetch
+    from med_evals.recorded.replay_files import recorded_conditions, write_replays
     from med_evals.tasks.oncology_rct import load_trials
-    from med_evals.tasks.oncology_recorded_replay import recorded_conditions, write_replays
 
     if not recorded:
         return {}

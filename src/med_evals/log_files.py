@@ -9,7 +9,7 @@ A log path is anything Inspect's own log functions take (``list_eval_logs``,
 listed (no connection, refused credentials) is a :class:`LogPathError` naming it.
 
 Kept apart from :mod:`med_evals.logs` (which reads runs of the studies) so that a task-side tool
-(:mod:`med_evals.tasks.counterfactual_export`) can list logs without importing the studies.
+(:mod:`med_evals.recorded.counterfactual_export`) can list logs without importing the studies.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
 
 from med_evals.cli import main as cli_main
+from med_evals.recorded.counterfactual_export import export_counterfactuals
 from med_evals.scorers.judges import (
     conclusion_agreement,
     parse_agreement,
@@ -17,8 +18,11 @@ from med_evals.scorers.judges import (
 )
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import change_ratio, check_rewrite
-from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
-from med_evals.tasks.counterfactual_export import export_counterfactuals, read_accepted
+from med_evals.tasks.counterfactual import (
+    counterfactual_build,
+    counterfactual_judges,
+    read_accepted,
+)
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import mock_output, replying

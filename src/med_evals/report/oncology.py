@@ -276,7 +276,7 @@ def _identifier_pull(
 
 
 def recorded_table(results: list[dict[str, Any]]) -> pd.DataFrame:
-    """``med-evals score-recorded``'s table of :func:`~med_evals.tasks.oncology_recorded.
+    """``med-evals score-recorded``'s table of :func:`~med_evals.recorded.replies.
     score_recorded`: the study's Table 1 layout (Wald intervals), with Wilson intervals and
     counts beside."""
     rows = []

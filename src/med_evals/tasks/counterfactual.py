@@ -9,21 +9,28 @@ trials.csv`` writes the accepted rewrites from the logs in the schema of the stu
 ``trials.csv``, which ``oncology_rct -T trials_file=...`` reads unchanged. ``-T resume=...``
 (earlier logs or an exported CSV) skips the trials already accepted.
 
-``counterfactual_judges`` has a grader (``--model-role grader=...``) rate counterfactual and
-original abstracts for coherence and naturalness, or name the edited one of a pair.
+``counterfactual_judges`` has a grader (``--model-role grader=...``), or a jury (``grader_2=...``,
+``grader_3=...``: :mod:`med_evals.scorers.judges`), rate counterfactual and original abstracts for
+coherence and naturalness, or name the edited one of a pair. The builder's flip check is not a
+judge: it asks the ``grader`` alone, with the study's own prompt (:mod:`med_evals.scorers.rewrite`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai.log import read_eval_log
 from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import system_message
 
-from med_evals.data import resolve_file
+from med_evals.data import DatasetError, resolve_file
+from med_evals.log_files import exists, expand_log_paths, missing
 from med_evals.params import (
     Choice,
     Directory,
@@ -34,18 +41,23 @@ from med_evals.params import (
     Text,
     check_params,
 )
-from med_evals.scorers.judges import detectability_judge, plausibility_judge
+from med_evals.scorers.judges import (
+    JUDGE_VERSION,
+    detectability_judge,
+    grader_model,
+    jury_models,
+    plausibility_judge,
+)
 from med_evals.scorers.oncology_rct import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.tasks.counterfactual_export import accepted_dois
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
 from med_evals.tasks.run_checks import before_run
 
 #: Versions of the tasks that build data rather than measure a model (no study spec).
 BUILD_VERSION = "2.0.0"
-JUDGES_VERSION = "1.1.0"
+JUDGES_VERSION = "2.0.0"  # 2.0.0: judged texts quoted, a jury (scorers.judges)
 
 BUILD_SYSTEM = (
     "You edit abstracts of randomized controlled oncology trials to create counterfactual "
@@ -172,6 +184,7 @@ def counterfactual_build(
             "max_title_change": max_title_change,
             "flip_check": "the grader classifies each rewrite (study system prompt, "
             "Title/Abstract layout, strict parse); it must give the inverted label",
+            "flip_check_grader": str(grader_model()),
         },
     )
 
@@ -186,7 +199,8 @@ def counterfactual_judges(
     subset: str | None = None,
     **unknown: Any,
 ) -> Task:
-    """A grader judges counterfactual abstracts (bind it: ``--model-role grader=...``).
+    """A grader judges counterfactual abstracts (bind it: ``--model-role grader=...``; a jury:
+    ``grader_2=...``, ``grader_3=...`` as well, each grader's numbers logged apart).
 
     Args:
         judge: ``rate``: coherence and naturalness 1-5 with a reason, for the counterfactual and
@@ -241,5 +255,104 @@ def counterfactual_judges(
         scorer=judge_scorer,
         epochs=Epochs(1, majority_label()),
         version=JUDGES_VERSION,
-        metadata={"input": provenance, "judge": judge, "seed": seed, "attempts": attempts},
+        metadata={
+            "input": provenance,
+            "judge": judge,
+            "seed": seed,
+            "attempts": attempts,
+            "graders": jury_models(),  # role -> model, named beside the judge's numbers
+            "judge_version": JUDGE_VERSION,
+        },
     )
+
+
+# --- accepted rewrites, read back from builder logs (resume; med-evals export-counterfactuals) --
+
+BUILD_TASK = "counterfactual_build"
+SCORER = "rewrite_check"
+
+
+@dataclass
+class Accepted:
+    """Accepted rows by DOI (first wins) and what was read."""
+
+    rows: dict[str, dict[str, str]] = field(default_factory=dict)
+    logs: int = 0
+    samples: int = 0
+    accepted: int = 0
+    duplicates: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def read_accepted(paths: Iterable[str | Path]) -> Accepted:
+    """The accepted rewrites in builder logs, one per DOI: the earliest log's, lowest epoch."""
+    out = Accepted()
+    logs = []
+    files: list[str] = []
+    for p in paths:  # listed by Inspect: local folders, s3://... alike
+        found = expand_log_paths([p])
+        if not found:  # a missing path or a file is passed on; a folder may hold nothing
+            out.skipped.append(f"{p}: a folder with no Inspect log in it")
+        files += found
+    for path in files:
+        try:
+            log = read_eval_log(path)
+        except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
+            out.skipped.append(f"{path}: unreadable log ({unreadable_reason(path, ex)})")
+            continue
+        if log.eval.task.split("/")[-1] != BUILD_TASK:
+            out.skipped.append(f"{path}: not a {BUILD_TASK} log ({log.eval.task})")
+            continue
+        logs.append(log)
+    for log in sorted(logs, key=lambda lg: lg.eval.created):
+        out.logs += 1
+        for sample in sorted(log.samples or [], key=lambda s: (s.epoch, str(s.id))):
+            score = (sample.scores or {}).get(SCORER)
+            if score is None:
+                continue
+            out.samples += 1
+            value = score.value if isinstance(score.value, dict) else {}
+            if value.get("status") != "accepted":
+                continue
+            out.accepted += 1
+            row = (score.metadata or {}).get("row")
+            if not isinstance(row, dict) or "doi" not in row:
+                raise DatasetError(f"{log.location}: sample {sample.id}: accepted without a row")
+            if row["doi"] in out.rows:
+                out.duplicates += 1
+            else:
+                out.rows[row["doi"]] = {k: str(v) for k, v in row.items()}
+    return out
+
+
+def unreadable_reason(path: str | Path, ex: BaseException) -> str:
+    """Why Inspect could not read a log, in words (its own messages can be terse)."""
+    import zipfile
+
+    text = str(ex) or type(ex).__name__
+    if isinstance(ex, FileNotFoundError) or missing(path):  # s3://: a ClientError, or
+        return "no such file"  # "no recorder" for a name without .eval
+    if isinstance(ex, IsADirectoryError):
+        return "a folder, not a log file"
+    if isinstance(ex, zipfile.BadZipFile | EOFError) or "EOCD" in text:
+        return f"not a complete .eval file: truncated, or not an Inspect log ({text})"
+    if str(path).endswith(".json"):
+        return f"not a complete JSON log ({type(ex).__name__}: {text})"
+    return f"{type(ex).__name__}: {text}"
+
+
+def accepted_dois(resume: str | Sequence[str] | None) -> set[str]:
+    """DOIs already done: those of an exported CSV, or accepted in builder logs."""
+    if not resume:
+        return set()
+    items = [resume] if isinstance(resume, str) else list(resume)
+    dois: set[str] = set()
+    logs = []
+    for item in items:
+        if not exists(item):  # local or anywhere Inspect reads logs (s3://...)
+            raise FileNotFoundError(f"resume: {item} does not exist (logs or an exported CSV)")
+        if str(item).endswith(".csv"):
+            dois |= set(pd.read_csv(item, dtype=str, keep_default_na=False)["doi"])
+        else:
+            logs.append(item)
+    return dois | set(read_accepted(logs).rows) if logs else dois

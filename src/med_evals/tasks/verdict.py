@@ -21,7 +21,7 @@ from inspect_ai.scorer import Scorer
 from med_evals.params import Check, Choice, Directory, File, Flag, Integer, Text
 from med_evals.reference import REFERENCE, reference_record, reference_text
 from med_evals.scorers.bertscore import BertScoreConfig
-from med_evals.scorers.judges import conclusion_agreement
+from med_evals.scorers.judges import JUDGE_VERSION, conclusion_agreement, jury_models
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.verdict import (
     VERDICT,
@@ -91,7 +91,8 @@ def scorers(
 ) -> list[Scorer]:
     """The study's verdict scorer (label; ROUGE-L/BERTScore against the sample's reference
     record unless ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set,
-    then optionally the LLM judge of agreement with the reference (``--model-role grader=...``).
+    then optionally the LLM judge of agreement with the reference (``--model-role grader=...``,
+    and ``grader_2=...``, ... for a jury).
     """
     label_scorer = study.make_scorer(
         full=metrics == "full",
@@ -157,6 +158,8 @@ def verdict_task(
                 else {"generation_scoring": generation_scoring, "bertscore": False}
             ),
             "judge": "conclusion_agreement (grader role)" if judge else None,
+            # the judge's graders (role -> model) and version, named beside its numbers
+            **({"graders": jury_models(), "judge_version": JUDGE_VERSION} if judge else {}),
             "subset": subset,
         },
     )

@@ -1,7 +1,7 @@
 """Recorded oncology replies as replay files, so ``replay/<file>`` re-runs them through the task.
 
 The study groups published their models' raw replies as tables (see
-:mod:`med_evals.tasks.oncology_recorded`: the wide ``<model>_<condition>_response_raw`` layout
+:mod:`med_evals.recorded.replies`: the wide ``<model>_<condition>_response_raw`` layout
 or a long table). :func:`write_replays` writes one JSONL replay file per model, keyed by the
 task's own sample ids (``<condition>-<trial:03d>``), so that::
 
@@ -28,9 +28,9 @@ import pandas as pd
 from med_evals.data import DatasetError
 from med_evals.exit_codes import USAGE, CommandError
 from med_evals.outputs import check_folder, make_folder, write_text
+from med_evals.recorded.replies import read_recorded, scored_reply
 from med_evals.scorers.oncology_rct import invert_outcome
 from med_evals.tasks.oncology_conditions import COUNTERFACTUAL
-from med_evals.tasks.oncology_recorded import read_recorded, scored_reply
 
 TASK = "oncology_rct"
 
