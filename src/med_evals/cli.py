@@ -162,7 +162,8 @@ def _regress(args: argparse.Namespace) -> int:
 
     if args.n_boot < 100:
         raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples")
-    rows, notes = regress(read_baseline(args.baseline), args.logs, n_boot=args.n_boot)
+    rows, notes = regress(read_baseline(args.baseline), args.logs, n_boot=args.n_boot,
+                          all_metrics=args.all_metrics)
     for line in notes:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
     if rows:
@@ -355,6 +356,12 @@ def main(argv: list[str] | None = None) -> int:
         help="resamples of the paired bootstrap (default 1000, seeded; at least 100): more "
         "make the interval's ends steadier and cost time (about 9 ms each per run and "
         "condition for the oncology headline)",
+    )
+    p.add_argument(
+        "--all-metrics",
+        action="store_true",
+        help="also print every other number of each study's full metric set, old and new "
+        "(information, never gated)",
     )
     p.set_defaults(func=_regress)
 

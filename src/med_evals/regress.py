@@ -38,6 +38,7 @@ from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.log_files import LogPathError, is_remote, log_folder, log_name
 from med_evals.logs import LogSelection, LogSkipped, Run, load_run, select_logs
 from med_evals.outputs import check_file, write_text
+from med_evals.scorers.headline import metric_values
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec
 from med_evals.study import NON_SETUP_ARGS
@@ -235,8 +236,12 @@ def untested_reason(
     return "; ".join(sides) or f"no bootstrap resample defined {name}"
 
 
-def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]:
-    """Rows for the headline metrics (gated) and generation means (info) of one run."""
+def compare_run(
+    base: dict[str, Any], run: Run, n_boot: int = 1000, all_metrics: bool = False
+) -> list[Row]:
+    """Rows for the headline metrics (gated) and generation means (info) of one run; with
+    ``all_metrics``, also every other number of the study's full metric set (info, never
+    gated: :func:`metric_rows`)."""
     new_setup = setup_of(run)
     if base["setup"] != new_setup:
         return [
@@ -291,7 +296,25 @@ def compare_run(base: dict[str, Any], run: Run, n_boot: int = 1000) -> list[Row]
             if not (math.isnan(o) and math.isnan(n)):
                 rows.append(Row(run.task, run.model, f"{prefix}{key}", o, n,
                                 "logged metric", "", "info"))
+    if all_metrics:
+        rows += metric_rows(base, run, {r.metric for r in rows})
     return rows
+
+
+def metric_rows(base: Mapping[str, Any], run: Run, shown: set[str]) -> list[Row]:
+    """Info rows (never gated) for every number of the study's full metric set
+    (:meth:`~med_evals.study.Study.metric_set`, computed by its metric functions over each
+    side's per-sample values, as ``-T metrics=full`` logs them) not in ``shown``: a metric
+    added to a study's set appears here with no other edit."""
+    metrics = run.study.metric_set(True, run.task_args)
+    old = metric_values(metrics, base["samples"])
+    new = metric_values(metrics, run.values)
+    return [
+        Row(run.task, run.model, key, old.get(key, math.nan), new.get(key, math.nan),
+            "full metric set", "not gated", "info")
+        for key in dict.fromkeys([*old, *new])
+        if key not in shown
+    ]
 
 
 def _key(value: Any) -> str:
@@ -396,7 +419,8 @@ def match(baseline_runs: Sequence[Mapping[str, Any]], run: Run) -> int | None:
 
 
 def regress(
-    baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000
+    baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000,
+    all_metrics: bool = False,
 ) -> tuple[list[Row], list[str]]:
     """Rows for every headline metric of every new run matched to a baseline run
     (:func:`match_runs`: one to one), one row for each run the gate cannot compare
@@ -435,7 +459,7 @@ def regress(
             rows.append(Row(run.task, run.model, "(all)", math.nan, math.nan, "baseline match",
                             f"{why} ({run.path})", "no baseline"))
             continue
-        rows += compare_run(baseline["runs"][j], run, n_boot)
+        rows += compare_run(baseline["runs"][j], run, n_boot, all_metrics)
     compared = set(matching.pairs.values())
     notes += [
         f"baseline run {b['task']} / {b['model']} ({b.get('log')}): no new run in the logs "
