@@ -413,9 +413,9 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
     seen = []
     real = regress_module.regress
 
-    def spy(baseline, logs, n_boot=1000):
+    def spy(baseline, logs, n_boot=1000, all_metrics=False):
         seen.append(n_boot)
-        return real(baseline, logs, n_boot=100)
+        return real(baseline, logs, n_boot=100, all_metrics=all_metrics)
 
     monkeypatch.setattr(regress_module, "regress", spy)
     path = tmp_path / "baseline.json"
