@@ -81,6 +81,21 @@ def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, mo
     assert m2.values["valid_rate"] == pytest.approx(5 / 6)
     for r in c.runs:
         assert r.values == _logged_headline(r.log)
+    # each replayed run is named for its recorded model (inspect view's list shows the name),
+    # its replay file in the model args; the rows are labelled as the report labels the runs
+    from med_evals.logs import load_run
+    from med_evals.report.runs import model_name
+    from med_evals.usage import REPLAYED
+
+    logs = [read_eval_log(r.log, header_only=True) for r in c.runs]
+    assert [lg.eval.model for lg in logs] == ["replay/m1", "replay/m2"]
+    assert [lg.eval.model_args for lg in logs] == [
+        {"file": str(tmp_path / "logs" / "replays" / f"{m}.jsonl")} for m in ("m1", "m2")]
+    assert [r.label for r in c.runs] == [model_name(load_run(r.log)) for r in c.runs]
+    # tokens: none recorded in these replay files; cost: the recording's, not ours
+    for r in c.runs:
+        assert [role.usage for role in r.usage.roles] == [None]
+        assert r.usage.total.source == r.usage.per_answer.source == REPLAYED
     # the replay files were derived at run time in the run's folder
     assert sorted(p.name for p in (tmp_path / "logs" / "replays").iterdir()) == [
         "m1.jsonl",
@@ -91,6 +106,11 @@ def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, mo
     text = format_table(c)
     assert "m2 (replayed)" in text and "0.833" in text
     assert "published rows not shown" in text
+    usage = text[text.index("Tokens and cost"):].splitlines()
+    assert [line.split()[:2] for line in usage if line.startswith("m")] == [
+        ["m1", "(replayed)"], ["m2", "(replayed)"]]
+    assert all(line.split()[-4:] == ["none", "(replayed)", "none", "(replayed)"]
+               for line in usage if line.startswith("m"))
     assert f"inspect view --log-dir {tmp_path / 'logs'}" in text
 
 

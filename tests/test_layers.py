@@ -11,8 +11,8 @@ file or inside a function alike; imports only for type checking are not counted)
 3. ``tasks/`` (each study's task and its ``SPEC``) and ``builders/``
 4. ``studies`` (the list of specs) and ``recorded/`` (tools over recorded replies and logs
    that are not tasks: score-recorded, recorded-to-replay, export-counterfactuals)
-5. ``logs`` (runs read back)
-6. ``regress``, ``report/``, ``compare``
+5. ``logs`` (runs read back) and ``usage`` (tokens and cost of a run, from its log)
+6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample)
 7. ``cli``, ``_registry``
 
 Within a layer, the folders' graph has no cycle (e.g. ``tasks/`` may use ``builders/``, never
@@ -43,9 +43,11 @@ LAYERS: dict[str, int] = {
     "studies": 4,
     "recorded": 4,
     "logs": 5,
+    "usage": 5,
     "regress": 6,
     "report": 6,
     "compare": 6,
+    "diff": 6,
     "cli": 7,
     "_registry": 7,
 }

@@ -413,7 +413,7 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
     seen = []
     real = regress_module.regress
 
-    def spy(baseline, logs, n_boot=1000, all_metrics=False):
+    def spy(baseline, logs, n_boot=1000, all_metrics=False, prices=None, usage=None):
         seen.append(n_boot)
         return real(baseline, logs, n_boot=100, all_metrics=all_metrics)
 

@@ -28,6 +28,9 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
   values, for the tests that run Inspect's own command line in process (imported when called:
   the command line imports every command's module).
+- :func:`priced`, :func:`database_model_info`: Inspect's price of a usage at a model's prices,
+  and its model information (prices included) looked up without creating the provider
+  (:mod:`med_evals.usage`).
 
 Nothing outside this module imports a private name of Inspect (``inspect_ai._...``, or a
 module of it whose name starts with ``_``): ``tests/test_layers.py`` fails otherwise, for the
@@ -351,3 +354,26 @@ def local_server() -> Any:
     from inspect_ai._util import local_server as module
 
     return module
+
+
+def priced(cost: Any, usage: Any) -> float:
+    """Inspect's price in dollars of ``usage`` (a ``ModelUsage``) at ``cost`` (a ``ModelCost``,
+    $ per million tokens): ``compute_model_cost``, the function that sets
+    ``ModelUsage.total_cost`` during a run (cache writes at the default TTL's rate: a log does
+    not say which TTL a call used)."""
+    from inspect_ai.model._model import compute_model_cost
+
+    return float(compute_model_cost(cost, usage))
+
+
+def database_model_info(model: str) -> Any:
+    """Inspect's model information for a model name (``ModelInfo``, whose ``cost`` holds its
+    prices where Inspect has them; None for a model it does not know): the custom entries of
+    ``set_model_cost``/``set_model_info``, then its model database, looked up as Inspect does
+    when it prices a call during a run, without creating the provider. The public
+    ``get_model_info`` creates the provider for a name the database does not know: a replay
+    model would read its recording, an embedded one its weights, an OpenAI-compatible one
+    import its SDK (5 s here)."""
+    from inspect_ai.model._model_info import _get_model_info_direct
+
+    return _get_model_info_direct(model)

@@ -124,10 +124,13 @@ def _report(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import USAGE, CommandError
     from med_evals.log_files import LogPathError
     from med_evals.report import ReportError, build_report
+    from med_evals.usage import read_prices
 
+    prices = read_prices(args.prices)  # before any log is read
     try:
         result = build_report(
-            args.logs, args.out, allow_mixed=args.allow_mixed, reference=args.reference
+            args.logs, args.out, allow_mixed=args.allow_mixed, reference=args.reference,
+            prices=prices,
         )
     except (ReportError, LogPathError) as ex:  # LogPathError: an s3://... it cannot list
         raise CommandError(str(ex), USAGE) from None
@@ -143,9 +146,10 @@ def _report(args: argparse.Namespace) -> int:
 
 def _baseline(args: argparse.Namespace) -> int:
     from med_evals.regress import check_output, make_baseline, save_baseline
+    from med_evals.usage import read_prices
 
     check_output(args.output)  # before reading any log
-    baseline = make_baseline(args.logs)
+    baseline = make_baseline(args.logs, read_prices(args.prices))
     save_baseline(baseline, args.output)
     for line in baseline["skipped"]:
         print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
@@ -159,17 +163,22 @@ def _baseline(args: argparse.Namespace) -> int:
 def _regress(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
     from med_evals.regress import decide, format_rows, gated_metrics, read_baseline, regress
+    from med_evals.usage import read_prices
 
     if args.n_boot < 100:
         raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples")
+    prices, usage = read_prices(args.prices), list[str]()
     rows, notes = regress(read_baseline(args.baseline), args.logs, n_boot=args.n_boot,
-                          all_metrics=args.all_metrics)
+                          all_metrics=args.all_metrics, prices=prices, usage=usage)
     for line in notes:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
     if rows:
         print(terminal(format_rows(rows)))
     for task, names in gated_metrics(rows).items():
         print(f"gated for {task}: {', '.join(names)} (headline metrics, paired bootstrap)")
+    if usage:
+        print("tokens and cost, baseline -> new (information, never gated):")
+        print("\n".join(terminal(f"  {line}", one_line=True) for line in usage))
     decision = decide(rows, allow_untested=args.allow_untested)
     print("\n" + "\n".join(terminal(line, one_line=True) for line in decision.lines))
     return decision.code
@@ -236,6 +245,15 @@ def _emit(df: pd.DataFrame, out: str | None) -> None:
             shown[col] = shown[col].map(lambda v: terminal(v) if isinstance(v, str) else v)
     with pd.option_context("display.width", 250, "display.max_columns", None):
         print(shown.to_string(index=False))
+
+
+#: ``--prices`` of report, baseline and regress (compare's: med_evals.compare)
+PRICES_HELP = (
+    "YAML or JSON file: model name (as the log names it) -> {input, output, input_cache_write, "
+    "input_cache_read} in $ per million tokens, the shape of Inspect's --model-cost-config "
+    "file; prices the tokens of models Inspect has no price for (vllm/..., openai-api/...) "
+    "(docs/numbers.md#tokens-and-cost)"
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -310,6 +328,7 @@ def main(argv: list[str] | None = None) -> int:
         "../shared/reference beside a source checkout, else downloaded from its pinned commit "
         "and cached); MedREQAL's Tables 2 and 3 are shipped",
     )
+    p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     p.set_defaults(func=_report)
 
     p = sub.add_parser("baseline", help="record runs' metrics and per-sample results")
@@ -318,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         help="log files or folders (local, or any URI Inspect reads: s3://bucket/logs)",
     )
     p.add_argument("-o", "--output", required=True, help="baseline JSON to write")
+    p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     p.set_defaults(func=_baseline)
 
     from med_evals.exit_codes import table_text
@@ -363,6 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         help="also print every other number of each study's full metric set, old and new "
         "(information, never gated)",
     )
+    p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     p.set_defaults(func=_regress)
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
@@ -388,6 +409,10 @@ def main(argv: list[str] | None = None) -> int:
     from med_evals.compare import add_parser as add_compare
 
     add_compare(sub)
+
+    from med_evals.diff import add_parser as add_diff
+
+    add_diff(sub)
 
     from med_evals.builders.commands import add_builder_commands
 

@@ -42,12 +42,6 @@ NO_MODEL = "none"
 #: the study's two labels: the default reply set of an embedded model here
 DEFAULT_CHOICES = "POSITIVE,NEGATIVE"
 DEFAULT_RECORDED = ("gpt4o_temp100", "o1_temp100")
-#: the models behind the recorded table's column names
-RECORDED_MODELS = {
-    "gpt35turbo_temp100": "GPT-3.5-turbo",
-    "gpt4o_temp100": "GPT-4o",
-    "o1_temp100": "o1",
-}
 DEFAULT_CONDITION = "title_abstract"
 #: 12 trials: the embedded model's time is its prompts (``--subset smoke``: 20, ``all``: 250)
 DEFAULT_SUBSET = "compare"
@@ -73,7 +67,8 @@ PROGRESS_TTY, PROGRESS_PIPE = 1.0, 30.0
 
 @dataclass
 class RunRow:
-    """One evaluated run: its label, where its replies come from, and its headline numbers."""
+    """One evaluated run: its label, where its replies come from, its headline numbers, and
+    its tokens and cost (:mod:`med_evals.usage`)."""
 
     label: str
     source: str
@@ -81,6 +76,7 @@ class RunRow:
     values: dict[str, float]
     log: str
     seconds: float
+    usage: Any = None  # med_evals.usage.RunUsage (imported when a run is read)
 
 
 @dataclass
@@ -183,6 +179,16 @@ def _replays(
     return chosen
 
 
+def replay_model(path: Path) -> Any:
+    """The replay model of a recorded model's replay file: ``replay/<name> -M file=<path>``,
+    named for the recorded model (the file's name without ``.jsonl``), so Inspect's log and its
+    viewer's list name each replayed run by its model (the file's path is in the log's model
+    args, its sha256 in each replayed call)."""
+    from inspect_ai.model import get_model
+
+    return get_model(f"replay/{path.stem}", file=str(path))
+
+
 def run_compare(
     *,
     model: str = DEFAULT_MODEL,
@@ -196,9 +202,12 @@ def run_compare(
     reference: str | None = None,
     max_tokens: int | None = None,
     progress: bool = True,
+    prices: Any = None,
 ) -> Comparison:
     """Evaluate ``model`` and the ``recorded`` replies on one condition and subset; read the
-    headline numbers back from the logs; write the report. See the module's docstring."""
+    headline numbers, tokens and cost back from the logs; write the report. See the module's
+    docstring. ``prices``: model name -> Inspect ``ModelCost``
+    (:func:`med_evals.usage.read_prices`)."""
     from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
@@ -232,7 +241,7 @@ def run_compare(
     replays = _replays(recorded, condition, data_dir, folder / "replays")
     if model == NO_MODEL and not replays:
         raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
-    models += [get_model(f"replay/{path}") for path in replays.values()]
+    models += [replay_model(path) for path in replays.values()]
     # built after the models, as `inspect eval` does: Inspect announces the hooks registered
     # when the first model is made (a multi-line banner), and the task registers one
     task = oncology_rct(condition=condition, subset=subset, data_dir=data_dir)
@@ -266,15 +275,13 @@ def run_compare(
     wall = time.monotonic() - started
 
     sources = {model: "run here, with the study's prompt"}
-    labels = {model: model_label(model, label_args)}
-    for name, path in replays.items():
-        sources[f"replay/{path}"] = RECORDED_SOURCE
-        shown = RECORDED_MODELS.get(name)
-        labels[f"replay/{path}"] = f"{shown} ({name}, replayed)" if shown else f"{name} (replayed)"
-    rows = [_row(lg, labels, sources, condition) for lg in logs]
+    labels = {model: model_label(model, label_args)}  # a replayed run: the report's label
+    for path in replays.values():
+        sources[f"replay/{path.stem}"] = RECORDED_SOURCE
+    rows = [_row(lg, labels, sources, condition, prices) for lg in logs]
     published, note = _published(condition, reference)
     report, notes = _report([str(lg.location) for lg in logs], report_dir or folder / "report",
-                            reference)
+                            reference, prices)
     timing = f"evaluation: {wall:.0f} s for all runs (Inspect's eval, model load included)"
     own = [r for r, lg in zip(rows, logs, strict=True) if lg.eval.model == model]
     if own:
@@ -283,12 +290,20 @@ def run_compare(
     return Comparison(condition, subset, rows, published, note, folder, report, notes)
 
 
-def _row(log: Any, labels: dict[str, str], sources: dict[str, str], condition: str) -> RunRow:
+def _row(
+    log: Any, labels: dict[str, str], sources: dict[str, str], condition: str,
+    prices: Any = None,
+) -> RunRow:
+    """A run's row, read back from its log: the report's label of a replayed run
+    (:func:`med_evals.report.runs.model_name`), its headline numbers, tokens and cost."""
     from med_evals.logs import load_run
+    from med_evals.report.runs import model_name
+    from med_evals.usage import run_usage
 
     run = load_run(str(log.location))
     values = run.by_condition().get(condition, [])
     numbers = run.headline_values(values)
+    label = labels.get(log.eval.model) or model_name(run)
     stats = log.stats
     seconds = (
         (datetime.fromisoformat(stats.completed_at) - datetime.fromisoformat(stats.started_at))
@@ -297,8 +312,8 @@ def _row(log: Any, labels: dict[str, str], sources: dict[str, str], condition: s
         else math.nan
     )
     return RunRow(
-        labels[log.eval.model], sources[log.eval.model], len(values), numbers,
-        str(log.location), seconds,
+        label, sources[log.eval.model], len(values), numbers, str(log.location), seconds,
+        run_usage(log, run.study, values, prices),
     )
 
 
@@ -320,12 +335,12 @@ def _published(condition: str, reference: str | None) -> tuple[list[dict[str, st
 
 
 def _report(
-    logs: list[str], out: str | Path, reference: str | None
+    logs: list[str], out: str | Path, reference: str | None, prices: Any = None
 ) -> tuple[Path | None, list[str]]:
     from med_evals.report import ReportError, build_report
 
     try:
-        result = build_report(logs, out, reference=reference)
+        result = build_report(logs, out, reference=reference, prices=prices)
     except ReportError as ex:
         return None, [f"no report: {ex}"]
     return result.html, [f"report: {w}" for w in result.warnings]
@@ -377,6 +392,7 @@ def format_table(c: Comparison) -> str:
         )
     lines.append("")
     lines += [textwrap.fill(n, 100, subsequent_indent="  ") for n in notes]
+    lines += usage_lines(c.runs)
     lines.append("")
     lines += c.notes
     if c.report:
@@ -384,6 +400,54 @@ def format_table(c: Comparison) -> str:
     # absolute, without "..": Inspect's viewer answers 403 for a folder named with ".."
     lines.append(f"logs:   inspect view --log-dir {os.path.abspath(c.log_dir)}")
     return "\n".join(lines)
+
+
+def usage_lines(runs: Sequence[RunRow]) -> list[str]:
+    """The runs' tokens and cost, per role (:mod:`med_evals.usage`, the report's and the gate's
+    figures): a blank line, a title, the table, and what a missing cost means."""
+    from med_evals.usage import (
+        MODEL_ROLE,
+        TOKEN_FIELDS,
+        cost_text,
+        count_text,
+        token_count,
+    )
+
+    shown = [r for r in runs if r.usage is not None]
+    if not shown:
+        return []
+    fields = ["input_tokens", "output_tokens", "reasoning_tokens"]
+    if any(token_count(role.usage, "input_tokens_cache_read") is not None
+           for r in shown for role in r.usage.roles):
+        fields.insert(1, "input_tokens_cache_read")  # where the log has them
+    answers = sorted({r.usage.answer for r in shown})
+    heads = ["role", *(TOKEN_FIELDS[f].removesuffix(" tokens") for f in fields), "cost",
+             f"cost per {'/'.join(answers)}"]
+    table: list[list[str]] = []
+    for r in shown:
+        u = r.usage
+        for i, (role, cost) in enumerate(zip(u.roles, u.costs, strict=True)):
+            if role.role != MODEL_ROLE and role.usage is None and cost.dollars is None:
+                continue
+            table.append([r.label if i == 0 else "", role.role,
+                          *(count_text(token_count(role.usage, f)) for f in fields),
+                          cost_text(cost), cost_text(u.per_answer) if i == 0 else ""])
+    width = max(len(row[0]) for row in table + [["run"]])
+    widths = [max(len(h), *(len(row[k + 1]) for row in table)) for k, h in enumerate(heads)]
+
+    def line(cells: Sequence[str]) -> str:
+        rest = "  ".join(c.rjust(w) if k else c.ljust(w)
+                         for k, (c, w) in enumerate(zip(cells[1:], widths, strict=True)))
+        return f"{cells[0]:<{width}}  {rest}".rstrip()
+
+    out = ["", "Tokens and cost, from each run's log (docs/numbers.md#tokens-and-cost):", "",
+           line(["run", *heads])]
+    out.append("-" * len(out[-1]))
+    out += [line(row) for row in table]
+    missing = sorted({c.source for r in shown for c in [*r.usage.costs, r.usage.total]
+                      if c.dollars is None and cost_text(c) == "—"})
+    out += [f"- cost —: {m}" for m in missing]
+    return out
 
 
 def add_parser(sub: Any) -> None:
@@ -418,10 +482,19 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", help="folder for the report (default <log dir>/report)")
     p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     p.add_argument("--reference", help="folder of the published tables (see med-evals report)")
+    p.add_argument(
+        "--prices", metavar="FILE",
+        help="YAML or JSON: model name -> {input, output, input_cache_write, input_cache_read} "
+        "in $ per million tokens (Inspect's --model-cost-config shape), for models Inspect "
+        "has no price for; see med-evals report --prices",
+    )
     p.set_defaults(func=cli)
 
 
 def cli(args: argparse.Namespace) -> int:
+    from med_evals.usage import read_prices
+
+    prices = read_prices(args.prices)  # before any work: a bad file is a bad argument
     recorded = [] if args.recorded.strip() == "none" else [
         r.strip() for r in args.recorded.split(",") if r.strip()
     ]
@@ -436,6 +509,7 @@ def cli(args: argparse.Namespace) -> int:
         report_dir=args.out,
         reference=args.reference,
         max_tokens=args.max_tokens,
+        prices=prices,
     )
     print(format_table(comparison))
     return 0

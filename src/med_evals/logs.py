@@ -56,6 +56,10 @@ class Run:
     #: when the log was last written (seconds since the epoch), from Inspect's listing of the
     #: log's folder; ``None``: not listed yet (:meth:`written` asks Inspect)
     mtime: float | None = None
+    #: sample id -> what the model saw and said, for the report's per-sample differences
+    #: (:func:`sample_texts`): ``input`` (the start of the last user message), ``reply``, its
+    #: length ``reply_chars``, the ``epoch`` shown and the sample's ``epochs``
+    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def written(self) -> float:
         """When the log was last written (seconds since the epoch; 0.0 when unknown)."""
@@ -200,7 +204,56 @@ def load_run(path: str, scorer: str | None = None) -> Run:
     others = per_scorer
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
-    return Run(path, task, log.eval.model, values, provenance(log), metrics, others)
+    return Run(path, task, log.eval.model, values, provenance(log), metrics, others,
+               samples=sample_texts(log, scorer, values))
+
+
+#: characters kept of each sample's input: the start of the prompt, enough for a trial's title,
+#: a question or a claim (MedEvidence's question follows about 600 characters of instructions)
+INPUT_CHARS = 2_000
+#: characters kept of each reply (the report shows its start, the rest behind a toggle)
+REPLY_CHARS = 20_000
+
+
+def _input_text(sample: Any) -> str:
+    if isinstance(sample.input, str):
+        return sample.input
+    users = [m for m in sample.input if m.role == "user"]
+    return users[-1].text if users else ""
+
+
+def sample_texts(
+    log: EvalLog, scorer: str, values: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """sample id -> ``input`` (the first :data:`INPUT_CHARS` of the last user message, or of
+    a text input), ``reply`` (the first :data:`REPLY_CHARS` of the completion; ``reply_chars``:
+    its whole length), ``epoch`` and ``epochs``. Of several epochs, the reply shown is the first
+    epoch's whose label is the sample's reduced label (``values``: the run's reduced values).
+    Empty for a log written without samples."""
+    out: dict[str, dict[str, Any]] = {}
+    for s in sorted(log.samples or [], key=lambda s: s.epoch):
+        sid = str(s.id)
+        score = (s.scores or {}).get(scorer)
+        label = score.value.get("prediction") if score and isinstance(score.value, dict) else None
+        reduced = values.get(sid)
+        wanted = isinstance(reduced, dict) and label == reduced.get("prediction")
+        seen = out.get(sid)
+        if seen is not None:
+            seen["epochs"] += 1
+            if seen["matches"] or not wanted:
+                continue
+        reply = s.output.completion if s.output else ""
+        out[sid] = {
+            "input": _input_text(s)[:INPUT_CHARS],
+            "reply": reply[:REPLY_CHARS],
+            "reply_chars": len(reply),
+            "epoch": s.epoch,
+            "epochs": seen["epochs"] if seen else 1,
+            "matches": wanted,
+        }
+    for v in out.values():
+        del v["matches"]
+    return out
 
 
 def reduced_values(log: EvalLog) -> dict[str, dict[str, Any]]:

@@ -6,7 +6,9 @@ study; accuracy and macro-F1 over all samples and the valid rate for the others)
 computed by :meth:`~med_evals.study.Study.headline_values` — the function the logged metric
 comes from — over the per-sample values of each condition, and judged on a 95% paired bootstrap
 interval of new - old over the samples both runs scored: a regression when the interval lies
-wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information.
+wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information, and so
+is the change in each run's tokens and cost (:mod:`med_evals.usage`; a baseline records them),
+never gated.
 
 Which logs are read: one per eval (:func:`med_evals.logs.select_logs`): after a kill and
 ``inspect eval-retry`` the finished log, the killed (and any ``-recovered``) log named as
@@ -34,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from inspect_ai.model import ModelCost
+
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.log_files import LogPathError, is_remote, log_folder, log_name
 from med_evals.logs import LogSelection, LogSkipped, Run, load_run, select_logs
@@ -42,6 +46,7 @@ from med_evals.scorers.headline import metric_values
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec
 from med_evals.study import NON_SETUP_ARGS
+from med_evals.usage import change_line, from_record, run_usage, usage_record
 
 FORMAT = 2
 #: verdicts of a gated metric that was tested
@@ -93,8 +98,12 @@ def load_finished(selection: LogSelection) -> tuple[list[Run], list[str], list[L
     return runs, other, unusable
 
 
-def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
-    """A baseline of every study run in ``logs``: its metrics, setup and per-sample values.
+def make_baseline(
+    logs: Sequence[str | Path], prices: Mapping[str, ModelCost] | None = None
+) -> dict[str, Any]:
+    """A baseline of every study run in ``logs``: its metrics, setup and per-sample values, and
+    its tokens and cost (``usage``: :func:`med_evals.usage.usage_record`, priced with
+    ``prices`` where given; a baseline without it, recorded before, still reads).
 
     :class:`CommandError` (exit 2) when a path does not exist, a folder holds no log, a log is
     unreadable, a study's run did not finish (with no finished log of its eval given) or holds
@@ -130,6 +139,8 @@ def make_baseline(logs: Sequence[str | Path]) -> dict[str, Any]:
                 "setup": setup_of(r),
                 "metrics": r.metrics,
                 "samples": r.values,
+                "usage": usage_record(run_usage(r.path, r.study, list(r.values.values()),
+                                                prices)),
             }
             for r in runs
         ],
@@ -420,12 +431,16 @@ def match(baseline_runs: Sequence[Mapping[str, Any]], run: Run) -> int | None:
 
 def regress(
     baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000,
-    all_metrics: bool = False,
+    all_metrics: bool = False, prices: Mapping[str, ModelCost] | None = None,
+    usage: list[str] | None = None,
 ) -> tuple[list[Row], list[str]]:
     """Rows for every headline metric of every new run matched to a baseline run
     (:func:`match_runs`: one to one), one row for each run the gate cannot compare
     (unfinished, unusable, ambiguous, no baseline run, setup changed), and notes (logs ignored
     or skipped, baseline runs that no new run was compared with).
+
+    ``usage``: a list that receives one line per new run compared with a baseline run: the
+    change in its tokens and cost (:func:`usage_change`; information, never gated).
 
     :class:`CommandError` (exit 2) for a malformed baseline, a missing path, a folder without
     logs or an unreadable log."""
@@ -460,6 +475,8 @@ def regress(
                             f"{why} ({run.path})", "no baseline"))
             continue
         rows += compare_run(baseline["runs"][j], run, n_boot, all_metrics)
+        if usage is not None:
+            usage.append(usage_change(baseline["runs"][j], run, prices))
     compared = set(matching.pairs.values())
     notes += [
         f"baseline run {b['task']} / {b['model']} ({b.get('log')}): no new run in the logs "
@@ -468,6 +485,17 @@ def regress(
         if i not in compared
     ]
     return rows, notes
+
+
+def usage_change(
+    base: Mapping[str, Any], run: Run, prices: Mapping[str, ModelCost] | None = None
+) -> str:
+    """``<task> / <model>: input tokens 254 -> 260 (+6); ...; cost ... -> ...``: the new run's
+    tokens and cost (:mod:`med_evals.usage`, priced with ``prices``) beside the baseline run's
+    as it recorded them (:func:`~med_evals.usage.change_line`). Never gated."""
+    new = run_usage(run.path, run.study, list(run.values.values()), prices)
+    old = from_record(base["usage"]) if isinstance(base.get("usage"), Mapping) else None
+    return f"{run.task} / {run.model}: {change_line(old, new)}"
 
 
 @dataclass

@@ -1,10 +1,12 @@
+import hashlib
 import json
 
 import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.models.replay import ReplayError, read_recording
+from med_evals.data import sha256_of
+from med_evals.models.replay import ReplayError, read_recording, recording_sha256
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import replying
@@ -204,3 +206,53 @@ def test_a_recording_for_no_sample_of_the_task_stops_it_before_the_run(fixture_d
     (log,) = inspect_eval("med_evals/oncology_rct", model=f"replay/{partial}", display="none",
                           log_dir=str(tmp_path / "l"), limit=1)  # fmt: skip
     assert log.status == "success"  # one recorded sample is enough to start
+
+
+def test_a_replay_named_for_its_model_records_its_file_and_sha256(fixture_data, tmp_path):
+    """``replay/<name> -M file=<file>`` (what ``med-evals compare`` runs): the run is named
+    ``replay/<name>`` (the viewer's list shows it), the file is in the model args, and each
+    replayed call names the file and its sha256; ``replay/<file>`` replays the same."""
+    ids = [s.id for s in oncology_rct(condition="title_abstract").dataset]
+    rows = [{"id": i, "reply": "POSITIVE", "model": "gpt-x"} for i in ids[1:]]
+    usage = {"input_tokens": 7, "output_tokens": 1, "reasoning_tokens": 3}
+    rows.append({"id": ids[0], "reply": "NEGATIVE", "usage": usage})
+    path = _write_jsonl(tmp_path / "gpt-x.jsonl", rows)
+    named, by_file = inspect_eval(
+        oncology_rct(condition="title_abstract"),
+        model=[get_model("replay/gpt-x", file=str(path)), f"replay/{path}"],
+        log_dir=str(tmp_path / "logs"), display="none", max_tasks=2,
+    )
+    assert named.eval.model == "replay/gpt-x" and named.eval.model_args == {"file": str(path)}
+    assert by_file.eval.model == f"replay/{path}" and not by_file.eval.model_args
+    for log in (named, by_file):
+        calls = [e.call.request for s in log.samples for e in s.events if e.event == "model"]
+        assert len(calls) == len(ids)
+        assert {(c["replay"], c["sha256"]) for c in calls} == {(str(path), sha256_of(path))}
+        # the one call that recorded usage is counted, as recorded; the others have none
+        (counted,) = log.stats.model_usage.values()
+        assert (counted.input_tokens, counted.output_tokens, counted.reasoning_tokens) == (7, 1, 3)
+    assert _scores(named) == _scores(by_file)
+
+
+def test_a_folder_of_logs_is_hashed_by_its_logs(tmp_path):
+    (tmp_path / "a.eval").write_bytes(b"one")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "b.json").write_bytes(b"two")
+    (tmp_path / "notes.txt").write_text("not a log")
+    lines = "".join(f"{name}\t{sha256_of(tmp_path / name)}\n" for name in ("a.eval", "sub/b.json"))
+    want = hashlib.sha256(lines.encode()).hexdigest()
+    assert recording_sha256(tmp_path) == want
+    (tmp_path / "notes.txt").write_text("changed")  # not a log: not part of the recording
+    assert recording_sha256(tmp_path) == want
+    (tmp_path / "a.eval").write_bytes(b"ONE")
+    assert recording_sha256(tmp_path) != want
+
+
+@pytest.mark.parametrize(("usage", "says"), [
+    ("7", "'usage' must be an object"),
+    ({"input_tokens": "many"}, "'usage' counts must be integers"),
+])
+def test_a_bad_usage_is_named_with_its_line(tmp_path, usage, says):
+    path = _write_jsonl(tmp_path / "u.jsonl", [{"id": 1, "reply": "POSITIVE", "usage": usage}])
+    with pytest.raises(ReplayError, match=f"u.jsonl: line 1: {says}"):
+        read_recording(path)

@@ -1,3 +1,4 @@
+import re
 import shutil
 from pathlib import Path
 
@@ -92,7 +93,8 @@ def test_report_tables_figures_and_skips(logs, tmp_path):
     assert "status error" in reasons and "status cancelled" in reasons
     # the follower flips every trial between baseline and counterfactual
     assert "| follower | title_abstract vs counterfactual | 1.000 |" in md.replace("mockllm/", "")
-    assert "nan" not in md and "N/A" not in md  # one missing-value mark
+    # one missing-value mark (a word: a trial's title, "Maintenance ...", may hold the letters)
+    assert re.search(r"\bnan\b", md) is None and "N/A" not in md
 
 
 @pytest.mark.slow

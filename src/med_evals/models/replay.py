@@ -1,4 +1,13 @@
-"""``replay/<file>``: serve recorded model outputs instead of calling a model.
+"""``replay/<file>``, or ``replay/<name> -M file=<file>``: serve recorded model outputs instead
+of calling a model.
+
+The model's name is the run's in Inspect's log and viewer (``log.eval.model``):
+``replay/<file>`` names it by the recording's path; ``replay/<name> -M file=<file>`` by a name
+of your choosing, the recorded model's (``replay/gpt4o_temp100``), so runs replaying different
+recordings read differently in ``inspect view``'s list (``med-evals compare`` does this). The
+file is then in the log's model args (``-M file``); either way, every replayed call's request
+in the log names the file and its sha256 (``replay``, ``sha256``; a folder of logs: the sha256
+of its logs' names and sha256s, :func:`recording_sha256`).
 
 A recording is either
 
@@ -12,8 +21,11 @@ A recording is either
 
   ``task`` may be omitted (the record then serves any task), ``epoch`` defaults to 1, ``reply``
   ``null`` with an ``error`` text records a failed call; ``usage``
-  (``{"input_tokens": .., "output_tokens": ..}``) and ``model`` (the recorded model's name) are
-  optional. Several lines with one key are successive calls of that sample.
+  (``{"input_tokens": .., "output_tokens": ..}``, and any other field of Inspect's
+  ``ModelUsage``: ``reasoning_tokens``, ``input_tokens_cache_read``, ...) and ``model`` (the
+  recorded model's name) are optional. A call without ``usage`` has none in the log (Inspect
+  then counts no tokens for it: not 0 tokens, none recorded). Several lines with one key are
+  successive calls of that sample.
 
 Every generate call is keyed by the running task, sample id and epoch (Inspect's active sample).
 A call with no record stops the run with an error naming the file and the key: never a silent
@@ -31,6 +43,7 @@ A record missing for some samples is found only during the run: the task ends wi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import defaultdict
@@ -51,6 +64,7 @@ from inspect_ai.model import (
 from inspect_ai.tool import ToolChoice, ToolInfo
 
 from med_evals._compat import InputError, PrerequisiteError, active_model, sample_active
+from med_evals.data import sha256_of
 
 ANY_TASK = "*"
 """Task key of a JSONL record without ``task``: it serves any task."""
@@ -80,12 +94,34 @@ def task_key(task: str | None) -> str:
     return ANY_TASK if not task else task.rsplit("/", 1)[-1]
 
 
-def _output(reply: str, model: str, usage: dict[str, Any] | None) -> ModelOutput:
+def _output(reply: str, model: str, usage: Any, where: str) -> ModelOutput:
     out = ModelOutput.from_content(model=model, content=reply)
-    usage = usage or {}
-    inp, outp = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
-    out.usage = ModelUsage(input_tokens=inp, output_tokens=outp, total_tokens=inp + outp)
+    if usage is None:
+        return out  # no usage recorded: none in the log (not zero tokens)
+    if not isinstance(usage, dict):
+        raise ReplayError(f"{where}: 'usage' must be an object of token counts")
+    try:
+        counts = {k: int(v) for k, v in usage.items() if k in ModelUsage.model_fields
+                  and k != "total_cost" and v is not None}
+    except (TypeError, ValueError):
+        raise ReplayError(f"{where}: 'usage' counts must be integers") from None
+    counts.setdefault(
+        "total_tokens", counts.get("input_tokens", 0) + counts.get("output_tokens", 0)
+    )
+    out.usage = ModelUsage(**counts)
     return out
+
+
+def recording_sha256(path: Path) -> str:
+    """The sha256 of a recording: the file's; for a folder of logs, of one line
+    ``<relative path>\t<sha256>`` per log file in it (``.eval``, ``.json``), sorted."""
+    if not path.is_dir():
+        return sha256_of(path)
+    h = hashlib.sha256()
+    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in (".eval", ".json"))
+    for f in files:
+        h.update(f"{f.relative_to(path).as_posix()}\t{sha256_of(f)}\n".encode())
+    return h.hexdigest()
 
 
 def read_jsonl(path: Path) -> dict[Key, list[Recorded]]:
@@ -128,7 +164,8 @@ def read_jsonl(path: Path) -> dict[Key, list[Recorded]]:
         if reply is None:
             rec = Recorded(None, str(error or "recorded call failed (reply is null)"))
         else:
-            rec = Recorded(_output(reply, row.get("model") or "replay", row.get("usage")))
+            rec = Recorded(_output(reply, row.get("model") or "replay", row.get("usage"),
+                                   f"{path}: line {lineno}"))
         records[key].append(rec)
     if not records:
         raise ReplayError(
@@ -199,7 +236,7 @@ def check_covers(task: str, sample_ids: Iterable[str]) -> None:
 
 
 class ReplayAPI(ModelAPI):
-    """Replays a recording; ``model_name`` (or ``-M file=...``) is its path."""
+    """Replays a recording: ``-M file=...``, else ``model_name`` is its path."""
 
     def __init__(
         self,
@@ -215,6 +252,7 @@ class ReplayAPI(ModelAPI):
             raise ReplayError(f"replay: unknown model args {sorted(model_args)}")
         self.path = Path(file or model_name)
         self.records = read_recording(self.path)
+        self.sha256 = recording_sha256(self.path)
         self._served: dict[tuple[str, Key], int] = defaultdict(int)
         self._lock = threading.Lock()
 
@@ -274,7 +312,8 @@ class ReplayAPI(ModelAPI):
                 "recorded samples and epochs (--sample-id, --limit, --epochs)"
             )
         rec = calls[n]
-        request = {"replay": str(self.path), "task": task, "id": sample_id, "epoch": epoch}
+        request = {"replay": str(self.path), "sha256": self.sha256, "task": task,
+                   "id": sample_id, "epoch": epoch}
         if rec.output is None:
             # raised, not returned: Inspect wraps a returned error in its own ModelGenerateError
             raise RecordedFailure(f"{rec.error} (replayed from {self.path})")

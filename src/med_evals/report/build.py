@@ -13,14 +13,16 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import CommandError
 from med_evals.logs import load_runs
 from med_evals.outputs import check_folder, make_folder, stale_entries, temp_name, umask
-from med_evals.report import medevidence, oncology, verdict
+from med_evals.report import differences, medevidence, oncology, verdict
 from med_evals.report.context import Context
 from med_evals.report.document import Document
 from med_evals.report.runs import Group, ReportError, check_comparable, group_runs, run_labels
@@ -29,6 +31,7 @@ from med_evals.report.tables import (
     generic_section,
     provenance_tables,
 )
+from med_evals.report.usage import usage_section
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 
 #: Paired bootstrap resamples: enough for a 95% interval's first decimal, quick on CI.
@@ -66,9 +69,11 @@ def build_report(
     allow_mixed: bool = False,
     reference: str | Path | None = None,
     n_boot: int = N_BOOT,
+    prices: Mapping[str, ModelCost] | None = None,
 ) -> ReportResult:
     """Write ``report.md``, ``report.html`` (self-contained) and PNG figures to ``out_dir``
-    (see :func:`replace_report` for how an earlier report there is replaced)."""
+    (see :func:`replace_report` for how an earlier report there is replaced). ``prices``:
+    model name -> Inspect ``ModelCost`` for the tokens and cost (``--prices``)."""
     try:
         out = check_folder(out_dir, "--out")  # before any log is read
     except CommandError as ex:
@@ -101,6 +106,8 @@ def build_report(
         for study in STUDIES.values():
             if study.task in groups:
                 SECTIONS.get(study.task, generic_section)(ctx, study, groups[study.task])
+                differences.section(ctx, study, groups[study.task])  # where two runs differ
+        usage_section(doc, runs, run_labels(runs), prices)
         if ctx.warnings:
             doc.h2("Warnings")
             for w in ctx.warnings:

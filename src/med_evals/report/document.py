@@ -49,6 +49,9 @@ figcaption { font-size: .85rem; color: #57606a; }
 .note { color: #57606a; font-size: .9rem; }
 .warn { background: #fff8c5; border: 1px solid #d4a72c; padding: .5rem .8rem;
         overflow-wrap: anywhere; }
+td details summary { cursor: pointer; overflow-wrap: anywhere; }
+td .full { white-space: pre-wrap; overflow-wrap: anywhere; max-height: 24rem; overflow-y: auto;
+           margin-top: .3rem; padding: .3rem; background: #f6f8fa; }
 """
 
 
@@ -58,6 +61,47 @@ def cell_html(text: str) -> str:
     for sep in ("_", "/", "="):
         out = out.replace(sep, sep + "<wbr>")
     return out
+
+
+@dataclass(frozen=True)
+class Toggle:
+    """A cell showing ``short`` with ``full`` behind a toggle: HTML's ``<details>`` (no
+    script); in Markdown, ``short`` alone. Both texts are escaped when rendered."""
+
+    short: str
+    full: str
+
+
+@dataclass(frozen=True)
+class Link:
+    """A cell linking ``text`` to ``url``, a URL we built (its parts percent-encoded):
+    ``<a href>`` in HTML, ``[text](url)`` in Markdown; the text is escaped."""
+
+    text: str
+    url: str
+
+
+def _cell_md(value: Any) -> str:
+    if isinstance(value, Toggle):
+        return markdown_text(value.short)
+    if isinstance(value, Link):
+        return f"[{markdown_text(value.text)}]({quote(value.url, safe=_URL_SAFE)})"
+    return markdown_text(fmt(value))
+
+
+def _cell_html(value: Any) -> str:
+    if isinstance(value, Toggle):
+        return (f"<details><summary>{html_text(value.short)}</summary>"
+                f'<div class="full">{html_text(value.full)}</div></details>')
+    if isinstance(value, Link):
+        href = html_text(quote(value.url, safe=_URL_SAFE))
+        return f'<a href="{href}">{cell_html(value.text)}</a>'
+    return cell_html(fmt(value))
+
+
+#: what :class:`Link` leaves of a URL as it is (the rest percent-encoded: no space, parenthesis
+#: or quote ends a Markdown link or an HTML attribute early)
+_URL_SAFE = "/:#%?=&.-_~"
 
 
 def is_missing(value: Any) -> bool:
@@ -110,6 +154,9 @@ class Document:
     def h2(self, text: str) -> None:
         self.blocks.append(("h2", text))
 
+    def h3(self, text: str) -> None:
+        self.blocks.append(("h3", text))
+
     def p(self, text: str, kind: str = "p") -> None:
         self.blocks.append((kind, text))
 
@@ -144,6 +191,8 @@ class Document:
             kind = block[0]
             if kind == "h2":
                 out += ["## " + markdown_text(block[1]), ""]
+            elif kind == "h3":
+                out += ["### " + markdown_text(block[1]), ""]
             elif kind in ("p", "note"):
                 out += [markdown_text(block[1], one_line=False), ""]
             elif kind == "warn":
@@ -157,7 +206,7 @@ class Document:
                 out.append("| " + " | ".join(markdown_text(c) for c in cols) + " |")
                 out.append("|" + "---|" * len(cols))
                 for r in rows:
-                    out.append("| " + " | ".join(markdown_text(fmt(r.get(c))) for c in cols) + " |")
+                    out.append("| " + " | ".join(_cell_md(r.get(c)) for c in cols) + " |")
                 out.append("")
             elif kind == "img":
                 # parentheses too, so no text of the caption reads as the figure's link
@@ -177,6 +226,8 @@ class Document:
             kind = block[0]
             if kind == "h2":
                 parts.append(f"<h2>{html_text(block[1])}</h2>")
+            elif kind == "h3":
+                parts.append(f"<h3>{html_text(block[1])}</h3>")
             elif kind in ("p", "note", "warn"):
                 parts.append(f'<p class="{kind}">{html_text(block[1])}</p>')
             elif kind == "table":
@@ -186,7 +237,7 @@ class Document:
                 head = "".join(f"<th>{cell_html(c)}</th>" for c in cols)
                 body = "".join(
                     "<tr>"
-                    + "".join(f"<td>{cell_html(fmt(r.get(c)))}</td>" for c in cols)
+                    + "".join(f"<td>{_cell_html(r.get(c))}</td>" for c in cols)
                     + "</tr>"
                     for r in rows
                 )

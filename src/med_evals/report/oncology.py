@@ -15,7 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from med_evals.report import figures
+from med_evals.report import differences, figures
 from med_evals.report.context import Context
 from med_evals.report.document import fmt_ci, fmt_interval
 from med_evals.report.runs import Group
@@ -81,6 +81,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     _figures(ctx, groups, conds, head, summ)
     _falls(ctx, groups, head)
     _flips(ctx, groups)
+    differences.flip_table(ctx, study, groups)  # which runs flip, trial by trial
     _identifier_pull(ctx, groups, summ)
     metric_set_table(doc, study, groups, SHOWN)
     paired_table(doc, study, groups, ctx.n_boot)

@@ -89,12 +89,25 @@ def recorded_model(path: str) -> str | None:
     return ", ".join(sorted(names)) if names else None
 
 
+#: the models behind the study group's recorded table's column names (``med-evals compare``'s
+#: replayed runs): a replayed run of one is named ``GPT-4o (gpt4o_temp100, replayed)``
+RECORDED_MODELS = {
+    "gpt35turbo_temp100": "GPT-3.5-turbo",
+    "gpt4o_temp100": "GPT-4o",
+    "o1_temp100": "o1",
+}
+
+
 def model_name(run: Run) -> str:
-    """The run's model; a replayed run is named by the recorded model (else its file)."""
+    """The run's model; a replayed run is named by the recorded model: the model its replies
+    name, else the name it was replayed under (``replay/<name> -M file=...``, or the replay
+    file's name), with the model behind a recorded table's column where it is known
+    (:data:`RECORDED_MODELS`). ``med-evals compare`` labels its replayed rows with this too."""
     if not run.model.startswith(REPLAY_PREFIX):
         return run.model
     name = recorded_model(run.path) or Path(run.model[len(REPLAY_PREFIX) :]).name
-    return f"{name} (replayed)"
+    shown = RECORDED_MODELS.get(name)
+    return f"{shown} ({name}, replayed)" if shown else f"{name} (replayed)"
 
 
 def _arg_text(value: Any) -> str:

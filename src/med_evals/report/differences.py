@@ -1,0 +1,390 @@
+"""Where two runs differ, sample by sample: the report's per-pair lists and ``med-evals diff``.
+
+For every two runs of a study on the same samples (per condition) the samples are paired as
+:func:`~med_evals.report.tables.paired_rows` pairs them (the samples both scored, with the same
+target; runs with different label sets are not compared) and judged right or wrong by the same
+function (:func:`correct`: the label equals the target). Three lists follow: right only in A,
+right only in B (their counts are McNemar's discordant counts, ``a_only`` and ``b_only`` of
+:func:`~med_evals.stats.mcnemar_exact`) and wrong in both. Each row shows the sample id, the
+gold label, both labels, the start of the input (:func:`input_start`: the trial's title, the
+question or the claim), both replies (shortened; in report.html the whole reply behind a
+``<details>`` toggle) and, for a local log, a link opening the sample in Inspect's log viewer
+(:func:`viewer_url`). Each list shows at most :data:`LIMIT` samples and says how many more.
+
+The oncology study also gets a per-trial table of which runs flip between ``title_abstract``
+and ``counterfactual`` (:func:`flip_table`). Every text from a log is escaped by the document
+(report.md, report.html) or, for ``med-evals diff``, by :func:`med_evals.safe_text.terminal`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from med_evals.log_files import is_remote, log_folder, log_name
+from med_evals.logs import Run
+from med_evals.report.document import MISSING, Link, Toggle
+from med_evals.report.runs import Group
+from med_evals.report.tables import ordered_conditions
+from med_evals.solvers import medevidence as medevidence_prompts
+from med_evals.solvers import oncology_rct as oncology_prompts
+from med_evals.stats import mcnemar_exact
+from med_evals.studies import MEDEVIDENCE, ONCOLOGY_RCT
+from med_evals.study import Study
+
+#: samples shown per list (right only in A, right only in B, wrong in both) of each pair
+LIMIT = 50
+#: trials shown in the oncology flip table (the study has 250)
+TRIAL_LIMIT = 300
+#: characters of a reply shown in a row (the whole reply is behind the toggle in report.html)
+REPLY_START = 120
+#: characters of the input shown in a row
+INPUT_START = 160
+#: Inspect's log viewer as ``inspect view`` serves it by default
+VIEWER = "http://127.0.0.1:7575"
+#: where a study's input holds the text that identifies a sample: the template around it and
+#: the field's name (MedEvidence: the question inside the authors' prompt; oncology: the trial's
+#: title, in the conditions that show one). Other studies' inputs are the question or claim.
+INPUT_FIELD: dict[str, tuple[str, str]] = {
+    ONCOLOGY_RCT.task: (oncology_prompts.TITLE_ABSTRACT, "title"),
+    MEDEVIDENCE.task: (medevidence_prompts.HEADER, "question"),
+}
+#: the oncology conditions whose per-trial flips are listed
+FLIP_PAIR = ("title_abstract", "counterfactual")
+
+
+def correct(value: Mapping[str, Any]) -> int:
+    """1 when the sample's label is its target: the correctness of :func:`paired_rows`'s test."""
+    return int(value["prediction"] == value["target"])
+
+
+def shorten(text: str, n: int) -> str:
+    """``text`` on one line (runs of blanks and line breaks as one space), cut to ``n``
+    characters with ``…``."""
+    one = " ".join(str(text).split())
+    return one if len(one) <= n else one[: n - 1].rstrip() + "…"
+
+
+def input_start(study: Study, text: str, n: int = INPUT_START) -> str:
+    """The start of a sample's input: the field :data:`INPUT_FIELD` names where the input
+    holds it (a trial's title, MedEvidence's question), else the input itself."""
+    template, name = INPUT_FIELD.get(study.task, ("", ""))
+    before, found, after = template.partition("{" + name + "}")
+    before, after = before.rsplit("}", 1)[-1], after.split("{", 1)[0]  # the text around it
+    start = text.find(before) if found else -1
+    if start >= 0:
+        rest = text[start + len(before) :]
+        end = rest.find(after) if after else -1
+        text = rest[:end] if end >= 0 else rest
+    return shorten(text, n)
+
+
+# --- which samples ------------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """Two runs (report groups) on one condition's paired samples (``keys``, sorted)."""
+
+    a: Group
+    b: Group
+    condition: str
+    keys: list[str]
+    va: list[dict[str, Any]]
+    vb: list[dict[str, Any]]
+
+
+def pairs(study: Study, groups: Sequence[Group]) -> list[Pair]:
+    """Every two runs and each condition they share, paired as
+    :func:`~med_evals.report.tables.paired_rows` pairs them: the samples both scored with the
+    same target; runs whose label sets differ are not compared."""
+    out = []
+    for a, b in itertools.combinations(groups, 2):
+        if study.labels(a.task_args) != study.labels(b.task_args):
+            continue
+        ca, cb = a.conditions(), b.conditions()
+        for cond in ordered_conditions(study, set(ca) & set(cb)):
+            keys = [k for k in sorted(set(ca[cond]) & set(cb[cond]))
+                    if ca[cond][k]["target"] == cb[cond][k]["target"]]
+            if keys:
+                out.append(Pair(a, b, cond, keys, [ca[cond][k] for k in keys],
+                                [cb[cond][k] for k in keys]))
+    return out
+
+
+@dataclass
+class Differences:
+    """A pair's samples by correctness: right only in A, right only in B, wrong in both."""
+
+    pair: Pair
+    a_only: list[str]
+    b_only: list[str]
+    both_wrong: list[str]
+    #: :func:`mcnemar_exact` on the pair's correctness; None when no sample of either run has
+    #: a valid prediction (as :func:`paired_rows`: no test)
+    test: dict[str, Any] | None
+    #: of the samples wrong in both, those whose two labels differ
+    labels_differ: int
+
+
+def differences(pair: Pair) -> Differences:
+    a_only, b_only, both = [], [], []
+    for k, x, y in zip(pair.keys, pair.va, pair.vb, strict=True):
+        if correct(x) and not correct(y):
+            a_only.append(k)
+        elif correct(y) and not correct(x):
+            b_only.append(k)
+        elif not correct(x):
+            both.append(k)
+    test = None
+    if any(v["valid"] for v in pair.va + pair.vb):
+        test = mcnemar_exact([correct(v) for v in pair.va], [correct(v) for v in pair.vb])
+    a_vals, b_vals = dict(zip(pair.keys, pair.va, strict=True)), dict(
+        zip(pair.keys, pair.vb, strict=True))
+    differ = sum(a_vals[k]["prediction"] != b_vals[k]["prediction"] for k in both)
+    return Differences(pair, a_only, b_only, both, test, differ)
+
+
+# --- what each sample shows ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A sample's reply as the log holds it (:attr:`med_evals.logs.Run.samples`)."""
+
+    text: str
+    #: the whole reply's length (``text`` may be cut: :data:`med_evals.logs.REPLY_CHARS`)
+    chars: int
+    epoch: int
+    epochs: int
+
+    def short(self, n: int = REPLY_START) -> str:
+        prefix = f"[epoch {self.epoch}/{self.epochs}] " if self.epochs > 1 else ""
+        return prefix + (shorten(self.text, n) if self.text.strip() else "(no reply)")
+
+    def full(self) -> str:
+        more = self.chars - len(self.text)
+        return self.text + (f"\n… ({more:,} more characters in the log)" if more > 0 else "")
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    sample: str
+    gold: str
+    label_a: str
+    label_b: str
+    input: str
+    reply_a: Reply | None
+    reply_b: Reply | None
+    #: the sample in Inspect's log viewer (None: the log is not local, or has no samples)
+    view_a: str | None
+    view_b: str | None
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"sample": self.sample, "gold": self.gold,
+                               "label_a": self.label_a, "label_b": self.label_b,
+                               "input": self.input}
+        for side, reply, view in (("a", self.reply_a, self.view_a),
+                                  ("b", self.reply_b, self.view_b)):
+            out[f"reply_{side}"] = reply.text if reply else None
+            out[f"reply_{side}_chars"] = reply.chars if reply else None
+            out[f"epoch_{side}"] = reply.epoch if reply else None
+            out[f"epochs_{side}"] = reply.epochs if reply else None
+            out[f"view_{side}"] = view
+        return out
+
+
+def origins(group: Group) -> dict[str, Run]:
+    """sample id -> the run whose value the group kept (the newest log: runs are oldest first,
+    as :func:`~med_evals.report.runs.group_runs` merges them)."""
+    out: dict[str, Run] = {}
+    for run in group.runs:
+        for sid in run.values:
+            out[sid] = run
+    return out
+
+
+def viewer_folder(runs: Iterable[Run]) -> str | None:
+    """The folder ``inspect view --log-dir`` is given for the links: the deepest folder
+    holding every local log (absolute, no ``..``: the viewer refuses those); None when no log
+    is local."""
+    folders = [log_folder(r.path) for r in runs if not is_remote(r.path)]
+    return os.path.commonpath(folders) if folders else None
+
+
+def viewer_url(run: Run, sample: str, epoch: int, root: str | None) -> str | None:
+    """The sample in Inspect's log viewer (``inspect view --log-dir <root>`` on its default
+    port): ``#/logs/<log, relative to root>/samples/sample/<id>/<epoch>/``, each part
+    percent-encoded, as the viewer builds its own sample links."""
+    if root is None or is_remote(run.path):
+        return None
+    rel = os.path.relpath(os.path.join(log_folder(run.path), log_name(run.path)), root)
+    path = "/".join(quote(part, safe="") for part in rel.split(os.sep))
+    return f"{VIEWER}/#/logs/{path}/samples/sample/{quote(sample, safe='')}/{epoch}/"
+
+
+def sample_rows(study: Study, pair: Pair, ids: Sequence[str], root: str | None) -> list[SampleRow]:
+    """The rows of ``ids`` (samples of ``pair``)."""
+    runs_a, runs_b = origins(pair.a), origins(pair.b)
+    ca, cb = pair.a.values, pair.b.values
+    rows = []
+    for sid in ids:
+        ra, rb = runs_a[sid], runs_b[sid]
+        ta, tb = ra.samples.get(sid), rb.samples.get(sid)
+        text = (ta or tb or {}).get("input", "")
+        rows.append(SampleRow(
+            sid, str(ca[sid]["target"]), str(ca[sid]["prediction"]), str(cb[sid]["prediction"]),
+            input_start(study, text) if text else "",
+            _reply(ta), _reply(tb),
+            viewer_url(ra, sid, ta["epoch"], root) if ta else None,
+            viewer_url(rb, sid, tb["epoch"], root) if tb else None,
+        ))
+    return rows
+
+
+def _reply(entry: Mapping[str, Any] | None) -> Reply | None:
+    if entry is None:
+        return None
+    return Reply(entry["reply"], entry["reply_chars"], entry["epoch"], entry["epochs"])
+
+
+# --- the report's section -----------------------------------------------------------------
+
+
+def _reply_cell(reply: Reply | None) -> Any:
+    if reply is None:
+        return MISSING
+    short = reply.short()
+    return short if short == reply.full() else Toggle(short, reply.full())
+
+
+def _doc_row(row: SampleRow) -> dict[str, Any]:
+    return {
+        "sample": row.sample,
+        "gold": row.gold,
+        "label A": row.label_a,
+        "label B": row.label_b,
+        "input (start)": row.input,
+        "reply A": _reply_cell(row.reply_a),
+        "reply B": _reply_cell(row.reply_b),
+        "A in viewer": Link("open", row.view_a) if row.view_a else MISSING,
+        "B in viewer": Link("open", row.view_b) if row.view_b else MISSING,
+    }
+
+
+def count(n: int, what: str = "sample") -> str:
+    return f"{n:,} {what}" + ("" if n == 1 else "s")
+
+
+def shown(count: int, limit: int) -> str:
+    """``all shown`` or ``first 50 shown, 70 more``."""
+    return "all shown" if count <= limit else f"first {limit} shown, {count - limit:,} more"
+
+
+def summary(d: Differences) -> str:
+    """One sentence: the pair, the paired samples, the discordant counts beside McNemar's p."""
+    p = d.pair
+    cond = f", condition {p.condition}" if p.condition else ""
+    if d.test is None:
+        test = "no valid prediction in either run: no test"
+    else:
+        test = (f"right only in A: {d.test['a_only']}, right only in B: {d.test['b_only']} "
+                f"(McNemar's discordant counts; exact p = {d.test['p_value']:.4g})")
+    return (f"A = {p.a.label}, B = {p.b.label}{cond}: {len(p.keys)} paired samples; {test}; "
+            f"wrong in both: {len(d.both_wrong)} (labels differ in {d.labels_differ}).")
+
+
+def section(ctx: Any, study: Study, groups: Sequence[Group], limit: int = LIMIT) -> None:
+    """The study's per-sample differences, every two runs and condition (nothing when no two
+    runs share samples)."""
+    found = pairs(study, groups)
+    if not found:
+        return
+    doc = ctx.doc
+    root = viewer_folder(r for g in groups for r in g.runs)
+    doc.h3(f"{study.title}: where two runs differ")
+    viewer = (
+        "The links open a sample in Inspect's log viewer: they need inspect view --log-dir "
+        f"{shlex.quote(root)} running (its default address, {VIEWER})." if root else
+        "No log is local: no viewer links."
+    )
+    doc.p(
+        "Samples of every two runs paired as in the paired comparisons (the same samples with "
+        "the same target), per condition: right only in A, right only in B (McNemar's "
+        f"discordant counts) and wrong in both, at most {limit} of each; the start of the "
+        "input, and each reply shortened (in report.html the whole reply opens from it). "
+        + viewer,
+        "note",
+    )
+    for pair in found:
+        d = differences(pair)
+        cond = f", {pair.condition}" if pair.condition else ""
+        doc.p(summary(d))
+        for title, ids in (("Right only in A", d.a_only), ("Right only in B", d.b_only),
+                           ("Wrong in both", d.both_wrong)):
+            rows = [_doc_row(r) for r in sample_rows(study, pair, ids[:limit], root)]
+            who = f"{title} (A = {pair.a.label}, B = {pair.b.label}{cond})"
+            if ids:
+                doc.table(rows, f"{who}: {count(len(ids))}, {shown(len(ids), limit)}")
+            else:
+                doc.p(f"{who}: none", "note")
+
+
+# --- the oncology study's flips -----------------------------------------------------------
+
+
+def flip_rows(study: Study, groups: Sequence[Group], a: str = FLIP_PAIR[0],
+              b: str = FLIP_PAIR[1]) -> tuple[list[Group], list[dict[str, Any]]]:
+    """(the runs with both conditions, one row per trial): the trial, its title, gold label
+    (condition ``a``'s target) and each run's prediction under ``a`` and ``b`` with whether it
+    flipped (``yes``/``no`` for a trial valid in both, as the flip rate counts it; missing
+    otherwise)."""
+    runs = [g for g in groups if {a, b} <= set(g.conditions())]
+    by_run = []
+    for g in runs:
+        conds = g.conditions()
+        by_run.append(({v["trial"]: (sid, v) for sid, v in conds[a].items()},
+                       {v["trial"]: v for v in conds[b].values()}))
+    trials = sorted({t for pa, _ in by_run for t in pa}, key=lambda t: (str(type(t)), t))
+    rows = []
+    for t in trials:
+        first = next((g, pa[t]) for g, (pa, _) in zip(runs, by_run, strict=True) if t in pa)
+        group, (sid, value) = first
+        entry = origins(group)[sid].samples.get(sid)
+        row: dict[str, Any] = {
+            "trial": t,
+            "title (start)": input_start(study, entry["input"]) if entry else MISSING,
+            "gold": value["target"],
+        }
+        for g, (pa, pb) in zip(runs, by_run, strict=True):
+            x, y = pa.get(t, (None, None))[1], pb.get(t)
+            row[f"{g.label}: {a} → {b}"] = (
+                f"{x['prediction'] if x else MISSING} → {y['prediction'] if y else MISSING}")
+            row[f"{g.label}: flipped"] = (
+                (x["prediction"] != y["prediction"]) if x and y and x["valid"] and y["valid"]
+                else MISSING)
+        rows.append(row)
+    return runs, rows
+
+
+def flip_table(ctx: Any, study: Study, groups: Sequence[Group],
+               limit: int = TRIAL_LIMIT) -> None:
+    """The per-trial table of :func:`flip_rows` (runs with both conditions only)."""
+    a, b = FLIP_PAIR
+    runs, rows = flip_rows(study, groups)
+    if not runs:
+        return
+    flips = ", ".join(
+        f"{g.label}: {sum(r[f'{g.label}: flipped'] is True for r in rows)}" for g in runs)
+    ctx.doc.table(
+        rows[:limit],
+        f"Per trial: each run's prediction under {a} and {b} and whether it flipped (— : the "
+        f"trial is not valid in both, left out of the flip rate, or not run); flips {flips}; "
+        f"{len(rows)} trials, {shown(len(rows), limit)}",
+        keys=3,
+    )
