@@ -14,8 +14,9 @@ finished log is *unfinished*."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from inspect_ai.log import EvalLog, read_eval_log
 # expand_log_paths: re-exported (callers list logs as this module did)
 from med_evals.log_files import expand_log_paths as expand_log_paths
 from med_evals.log_files import list_log_files, missing, mtime
+from med_evals.scorers.headline import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.studies import STUDIES, Study, spec
 
@@ -60,6 +62,11 @@ class Run:
     #: (:func:`sample_texts`): ``input`` (the start of the last user message), ``reply``, its
     #: length ``reply_chars``, the ``epoch`` shown and the sample's ``epochs``
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def logs(self) -> list[str]:
+        """The log files the run was read from: its own, or each shard's
+        (:func:`merge_shards`)."""
+        return list(self.provenance.get("shards") or [self.path])
 
     def written(self) -> float:
         """When the log was last written (seconds since the epoch; 0.0 when unknown)."""
@@ -178,7 +185,15 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "created": log.eval.created,
         # the provider's options (-M): e.g. the embedded model's decoding option
         "model_args": dict(log.eval.model_args or {}),
+        # which samples the run was asked for (--limit N or a range a-b, --sample-id): a run
+        # split into sample ranges over several processes is one run (:func:`merge_shards`)
+        "limit": _plain(log.eval.config.limit),
+        "sample_id": _plain(log.eval.config.sample_id),
     }
+
+
+def _plain(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple | list) else value
 
 
 def load_run(path: str, scorer: str | None = None) -> Run:
@@ -288,6 +303,62 @@ def load_runs(paths: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
     return runs, skipped
 
 
+def is_shard(run: Run) -> bool:
+    """A run of part of a task's samples: Inspect's ``--limit a-b`` (a range) or
+    ``--sample-id`` (a list)."""
+    p = run.provenance
+    return isinstance(p.get("limit"), list) or p.get("sample_id") is not None
+
+
+def _shard_key(run: Run) -> str:
+    """What the shards of one run share: everything of the run but which samples it ran."""
+    p = {k: v for k, v in run.provenance.items()
+         if k not in ("limit", "sample_id", "created", "scorers")}
+    return json.dumps([run.task, run.model, p], sort_keys=True, default=str)
+
+
+def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
+    """One run for each evaluation that was split into shards: logs of the same task, model,
+    task arguments, data, prompt, version, scorer and generation settings, each of a sample
+    range (``--limit a-b``) or id list (``--sample-id``), whose samples do not overlap (one
+    process each, e.g. ``--limit 1-375`` and ``--limit 376-750`` into one log folder:
+    docs/performance.md). The merged run holds every shard's samples and is named after the
+    first shard's log (its provenance lists them all under ``shards``); its ``metrics`` are
+    the study's headline over all of them (each shard's log has its own). Runs that are not
+    shards, or whose samples overlap, are left as they are. Returns the runs and one note per
+    merged run."""
+    groups: dict[str, list[Run]] = defaultdict(list)
+    for r in runs:
+        groups[_shard_key(r) if is_shard(r) else f"single:{id(r)}"].append(r)
+    out: list[Run] = []
+    notes: list[str] = []
+    for members in groups.values():
+        ids = [set(m.values) for m in members]
+        disjoint = sum(map(len, ids)) == len(set().union(*ids))
+        if len(members) == 1 or not disjoint:
+            out += members
+            continue
+        members = sorted(members, key=lambda m: (str(m.provenance.get("created") or ""),
+                                                m.path))
+        first = members[0]
+        values = {sid: v for m in members for sid, v in m.values.items()}
+        others: dict[str, dict[str, Any]] = defaultdict(dict)
+        for m in members:
+            for scorer, vals in m.others.items():
+                others[scorer].update(vals)
+        shards = [m.path for m in members]
+        merged = Run(first.path, first.task, first.model, values,
+                     provenance={**first.provenance, "shards": shards}, others=dict(others),
+                     mtime=max(m.written() for m in members),
+                     samples={sid: t for m in members for sid, t in m.samples.items()})
+        merged.metrics = metric_values(
+            merged.study.metric_set(False, merged.task_args), merged.values)
+        out.append(merged)
+        notes.append(f"{len(shards)} logs are shards of one run of {first.task} / {first.model} "
+                     f"({len(values)} samples), read as one: {', '.join(shards)}")
+    return out, notes
+
+
 def load_selected(selection: LogSelection) -> tuple[list[Run], list[str]]:
     """The runs of a selection's finished logs, and one line per log left out (superseded,
     unfinished, unreadable, or not usable: another task's, no scores)."""
@@ -302,6 +373,7 @@ def load_selected(selection: LogSelection) -> tuple[list[Run], list[str]]:
             continue
         run.mtime = selection.mtimes.get(path)
         runs.append(run)
+    runs, _ = merge_shards(runs)
     return runs, skipped
 
 

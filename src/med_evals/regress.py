@@ -40,7 +40,7 @@ from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.log_files import LogPathError, is_remote, log_folder, log_name
-from med_evals.logs import LogSelection, LogSkipped, Run, load_run, select_logs
+from med_evals.logs import LogSelection, LogSkipped, Run, load_run, merge_shards, select_logs
 from med_evals.outputs import check_file, write_text
 from med_evals.scorers.headline import metric_values
 from med_evals.stats import bootstrap_difference
@@ -95,6 +95,7 @@ def load_finished(selection: LogSelection) -> tuple[list[Run], list[str], list[L
                 other.append(str(ex))
             else:
                 unusable.append(ex)
+    runs, _ = merge_shards(runs)  # the shards of one run (--limit ranges) are one run
     return runs, other, unusable
 
 
@@ -139,7 +140,7 @@ def make_baseline(
                 "setup": setup_of(r),
                 "metrics": r.metrics,
                 "samples": r.values,
-                "usage": usage_record(run_usage(r.path, r.study, list(r.values.values()),
+                "usage": usage_record(run_usage(r.logs(), r.study, list(r.values.values()),
                                                 prices)),
             }
             for r in runs
@@ -493,7 +494,7 @@ def usage_change(
     """``<task> / <model>: input tokens 254 -> 260 (+6); ...; cost ... -> ...``: the new run's
     tokens and cost (:mod:`med_evals.usage`, priced with ``prices``) beside the baseline run's
     as it recorded them (:func:`~med_evals.usage.change_line`). Never gated."""
-    new = run_usage(run.path, run.study, list(run.values.values()), prices)
+    new = run_usage(run.logs(), run.study, list(run.values.values()), prices)
     old = from_record(base["usage"]) if isinstance(base.get("usage"), Mapping) else None
     return f"{run.task} / {run.model}: {change_line(old, new)}"
 

@@ -280,13 +280,39 @@ def cost_per_answer(total: Cost, answers: int) -> Cost:
     return Cost(total.dollars / answers, total.source)
 
 
+def merged_roles(per_log: Sequence[Sequence[RoleUsage]]) -> list[RoleUsage]:
+    """The roles of one run written as several logs (the shards of a run split by sample
+    ranges: :func:`med_evals.logs.merge_shards`): each role's tokens summed over the logs
+    (``None`` when one log lacks them), in the first log's order."""
+    out: dict[tuple[str, str], ModelUsage | None] = {}
+    seen: dict[tuple[str, str], int] = {}
+    for roles in per_log:
+        for r in roles:
+            key = (r.role, r.model)
+            seen[key] = seen.get(key, 0) + 1
+            if key not in out:
+                out[key] = r.usage
+            else:
+                prev = out[key]
+                out[key] = None if prev is None or r.usage is None else prev + r.usage
+    n = len(per_log)
+    return [RoleUsage(role, model, usage if seen[(role, model)] == n else None)
+            for (role, model), usage in out.items()]
+
+
 def run_usage(
-    log: EvalLog | str, study: Study, values: Sequence[Mapping[str, Any]],
+    log: EvalLog | str | Sequence[str], study: Study, values: Sequence[Mapping[str, Any]],
     prices: Prices | None = None,
 ) -> RunUsage:
-    """Every figure of one run (a log, or its path: the header is read): each role's tokens and
-    cost, the run's cost and its cost per answer, each by the function above."""
-    roles = read_role_usages(log) if isinstance(log, str) else role_usages(log)
+    """Every figure of one run (a log, its path, or the paths of the shards of one run: the
+    headers are read): each role's tokens and cost, the run's cost and its cost per answer,
+    each by the function above."""
+    if isinstance(log, str):
+        roles = read_role_usages(log)
+    elif isinstance(log, EvalLog):
+        roles = role_usages(log)
+    else:
+        roles = merged_roles([read_role_usages(p) for p in log])
     costs = [role_cost(r, prices) for r in roles]
     total = run_cost(roles, costs)
     n = answer_count(study, values)

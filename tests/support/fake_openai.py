@@ -172,7 +172,10 @@ class FakeOpenAIServer:
                 with server._lock:
                     server.requests.append((self.path, {}))
                 path = self.path.split("?")[0].rstrip("/")
-                if path.endswith("/models"):
+                if path == "/_counts":  # for benchmarks in another process: what was served
+                    with server._lock:
+                        self._send(200, dict(server.counts))
+                elif path.endswith("/models"):
                     card = {"id": server.model, "object": "model", "max_model_len": 8192}
                     self._send(200, {"object": "list", "data": [card]})
                 elif "/batches/" in path:

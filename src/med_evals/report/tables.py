@@ -173,7 +173,8 @@ def provenance_tables(doc: Document, runs: Sequence[Run], labels: dict[int, str]
             "task": r.task,
             "run": labels[id(r)],
             "model": r.model,
-            "log": Path(r.path).name,
+            # a run split into shards: every shard's log (med_evals.logs.merge_shards)
+            "log": ", ".join(Path(x).name for x in r.logs()),
             "data revision": _short(p.get("revision")),
             "data checksum": _short(p.get("data_checksum")),
             "prompt": p.get("prompt") or "",

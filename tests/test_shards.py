@@ -1,0 +1,118 @@
+"""One evaluation split into sample ranges over several processes (Inspect's ``--limit a-b``,
+one process each, into one log folder: docs/performance.md) reads back as one run: the report,
+the baseline and the gate give the numbers of the same evaluation run whole. And the
+recommended run settings (``--no-log-realtime``) change no logged number."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from inspect_ai import eval as inspect_eval
+from inspect_ai.model import get_model
+
+from med_evals.logs import load_runs
+from med_evals.regress import decide, make_baseline, regress
+from med_evals.report import build_report
+from med_evals.tasks.oncology_rct import oncology_rct
+
+from .conftest import replying
+from .oncology_support import big_fixture_csv, install_fixture
+from .support import N_BOOT
+
+
+def _reader(text: str) -> str:
+    right = "NEGATIVE" if "did not meet" in text else "POSITIVE"
+    return right if len(text) % 5 else ("POSITIVE" if right == "NEGATIVE" else "I am unsure")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same 60 samples (30 trials, two conditions) run whole, as two shards, and whole with
+    the recommended settings."""
+    tmp = tmp_path_factory.mktemp("shards")
+    mp = pytest.MonkeyPatch()
+    install_fixture(tmp, mp, csv=big_fixture_csv(tmp, copies=5))
+    model = get_model("mockllm/reader", custom_outputs=replying(_reader))
+    task = oncology_rct(condition="title_abstract,counterfactual")
+    for name, limits in (("whole", [None]), ("sharded", [(0, 35), (35, 60)])):
+        for limit in limits:
+            inspect_eval(task, model=model, limit=limit, display="none",
+                         log_dir=str(tmp / name), log_samples=True)
+    inspect_eval(task, model=model, display="none", log_dir=str(tmp / "recommended"),
+                 log_realtime=False)  # RECOMMENDED in bench/bench_peers.py
+    mp.undo()
+    return tmp
+
+
+@pytest.mark.slow
+def test_shards_read_back_as_one_run(runs):
+    [whole], _ = load_runs([runs / "whole"])
+    [sharded], _ = load_runs([runs / "sharded"])
+    assert len(sharded.provenance["shards"]) == 2
+    assert sharded.values == whole.values and len(whole.values) == 60
+    for cond, values in whole.by_condition().items():
+        assert sharded.headline_values(sharded.by_condition()[cond]) == whole.headline_values(
+            values)
+    # the headline metrics of the merged run are the whole run's logged ones
+    assert sharded.metrics == {k: v for k, v in whole.metrics.items() if k in sharded.metrics}
+    assert sharded.metrics
+    # its tokens are every shard's (the report's and the baseline's usage figures)
+    from med_evals.usage import run_usage, total_usage
+
+    def tokens(run):
+        total = total_usage(run_usage(run.logs(), run.study, list(run.values.values())).roles)
+        assert total is not None
+        return total.input_tokens, total.output_tokens
+
+    assert tokens(sharded) == tokens(whole) and tokens(whole)[0] > 0
+
+
+@pytest.mark.slow
+def test_report_baseline_and_gate_see_one_run(runs, tmp_path):
+    a = build_report([runs / "whole"], tmp_path / "a", n_boot=10)
+    b = build_report([runs / "sharded"], tmp_path / "b", n_boot=10)
+    assert [(r.condition, r.n, r.values) for r in a.headline] == [
+        (r.condition, r.n, r.values) for r in b.headline]
+    assert not b.warnings  # no "samples also in" merge warnings: one run
+    md = b.markdown.read_text()
+    [sharded], _ = load_runs([runs / "sharded"])
+    assert ", ".join(Path(p).name for p in sharded.provenance["shards"]) in md  # both named
+    base_whole, base_sharded = make_baseline([runs / "whole"]), make_baseline([runs / "sharded"])
+    assert len(base_sharded["runs"]) == 1  # not refused as two runs of one setup
+    assert base_sharded["runs"][0]["samples"] == base_whole["runs"][0]["samples"]
+    rows, _ = regress(base_whole, [runs / "sharded"], n_boot=N_BOOT)
+    gated = [r for r in rows if r.test.startswith("headline")]
+    assert gated and all(r.old == r.new for r in gated)
+    assert all("n=30" in r.test for r in gated)
+    assert decide(rows).code == 0
+
+
+def test_overlapping_ranges_are_not_merged():
+    """Two logs whose samples overlap are two runs (the gate refuses them as such), never one."""
+    from med_evals.logs import Run, merge_shards
+
+    def run(ids, limit):
+        return Run(f"{limit}.eval", "oncology_rct", "m", {i: {} for i in ids},
+                   {"task_args": {}, "limit": limit})
+
+    merged, notes = merge_shards([run(["1", "2"], [0, 2]), run(["2", "3"], [1, 3])])
+    assert len(merged) == 2 and not notes
+    merged, notes = merge_shards([run(["1", "2"], 2), run(["3", "4"], 4)])  # --limit N: whole
+    assert len(merged) == 2 and not notes
+
+
+@pytest.mark.slow
+def test_the_recommended_settings_change_no_logged_number(runs):
+    from inspect_ai.log import read_eval_log
+
+    [default], _ = load_runs([runs / "whole"])
+    [recommended], _ = load_runs([runs / "recommended"])
+    assert recommended.values == default.values and recommended.metrics == default.metrics
+    a, b = (read_eval_log(r.path) for r in (default, recommended))
+    assert a.results is not None and b.results is not None
+    assert a.results.model_dump(exclude={"completed_at"}) == b.results.model_dump(
+        exclude={"completed_at"})
+    # every sample and its events are in the log (report, regress, replay, eval-retry)
+    assert len(b.samples or []) == len(a.samples or []) == 60
+    assert [len(s.events) for s in b.samples or []] == [len(s.events) for s in a.samples or []]
