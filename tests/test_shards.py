@@ -61,8 +61,11 @@ def test_shards_read_back_as_one_run(runs):
     from med_evals.usage import run_usage, total_usage
 
     def tokens(run):
-        total = total_usage(run_usage(run.logs(), run.study, list(run.values.values())).roles)
+        values = list(run.values.values())
+        total = total_usage(run_usage(run.usage_source(), run.study, values).roles)
         assert total is not None
+        # the roles read with the logs are what their headers, read again, say
+        assert total == total_usage(run_usage(run.logs(), run.study, values).roles)
         return total.input_tokens, total.output_tokens
 
     assert tokens(sharded) == tokens(whole) and tokens(whole)[0] > 0

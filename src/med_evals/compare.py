@@ -313,7 +313,7 @@ def _row(
     )
     return RunRow(
         label, sources[log.eval.model], len(values), numbers, str(log.location), seconds,
-        run_usage(log, run.study, values, prices),
+        run_usage(run.usage_source(), run.study, values, prices),
     )
 
 

@@ -29,6 +29,7 @@ from med_evals.log_files import list_log_files, missing, mtime
 from med_evals.scorers.headline import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.studies import STUDIES, Study, spec
+from med_evals.usage import RoleUsage, merged_roles, role_usages
 
 
 class LogSkipped(ValueError):
@@ -62,11 +63,20 @@ class Run:
     #: (:func:`sample_texts`): ``input`` (the start of the last user message), ``reply``, its
     #: length ``reply_chars``, the ``epoch`` shown and the sample's ``epochs``
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: each role's tokens (:func:`med_evals.usage.role_usages`), read with the log's header:
+    #: the report, baseline and regress price them without reading the log again (a merged
+    #: run: every shard's, summed); ``None``: not read (a run built by hand)
+    roles: list[RoleUsage] | None = None
 
     def logs(self) -> list[str]:
         """The log files the run was read from: its own, or each shard's
         (:func:`merge_shards`)."""
         return list(self.provenance.get("shards") or [self.path])
+
+    def usage_source(self) -> list[RoleUsage] | list[str]:
+        """What :func:`med_evals.usage.run_usage` prices: the roles read with the log, else the
+        paths of its logs (their headers are read)."""
+        return list(self.roles) if self.roles is not None else self.logs()
 
     def written(self) -> float:
         """When the log was last written (seconds since the epoch; 0.0 when unknown)."""
@@ -220,7 +230,7 @@ def load_run(path: str, scorer: str | None = None) -> Run:
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
     return Run(path, task, log.eval.model, values, provenance(log), metrics, others,
-               samples=sample_texts(log, scorer, values))
+               samples=sample_texts(log, scorer, values), roles=role_usages(log))
 
 
 #: characters kept of each sample's input: the start of the prompt, enough for a trial's title,
@@ -350,7 +360,9 @@ def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
         merged = Run(first.path, first.task, first.model, values,
                      provenance={**first.provenance, "shards": shards}, others=dict(others),
                      mtime=max(m.written() for m in members),
-                     samples={sid: t for m in members for sid, t in m.samples.items()})
+                     samples={sid: t for m in members for sid, t in m.samples.items()},
+                     roles=(merged_roles([m.roles or [] for m in members])
+                            if all(m.roles is not None for m in members) else None))
         merged.metrics = metric_values(
             merged.study.metric_set(False, merged.task_args), merged.values)
         out.append(merged)

@@ -140,7 +140,7 @@ def make_baseline(
                 "setup": setup_of(r),
                 "metrics": r.metrics,
                 "samples": r.values,
-                "usage": usage_record(run_usage(r.logs(), r.study, list(r.values.values()),
+                "usage": usage_record(run_usage(r.usage_source(), r.study, list(r.values.values()),
                                                 prices)),
             }
             for r in runs
@@ -494,7 +494,7 @@ def usage_change(
     """``<task> / <model>: input tokens 254 -> 260 (+6); ...; cost ... -> ...``: the new run's
     tokens and cost (:mod:`med_evals.usage`, priced with ``prices``) beside the baseline run's
     as it recorded them (:func:`~med_evals.usage.change_line`). Never gated."""
-    new = run_usage(run.logs(), run.study, list(run.values.values()), prices)
+    new = run_usage(run.usage_source(), run.study, list(run.values.values()), prices)
     old = from_record(base["usage"]) if isinstance(base.get("usage"), Mapping) else None
     return f"{run.task} / {run.model}: {change_line(old, new)}"
 

@@ -301,18 +301,21 @@ def merged_roles(per_log: Sequence[Sequence[RoleUsage]]) -> list[RoleUsage]:
 
 
 def run_usage(
-    log: EvalLog | str | Sequence[str], study: Study, values: Sequence[Mapping[str, Any]],
-    prices: Prices | None = None,
+    log: EvalLog | str | Sequence[str] | Sequence[RoleUsage], study: Study,
+    values: Sequence[Mapping[str, Any]], prices: Prices | None = None,
 ) -> RunUsage:
-    """Every figure of one run (a log, its path, or the paths of the shards of one run: the
-    headers are read): each role's tokens and cost, the run's cost and its cost per answer,
-    each by the function above."""
+    """Every figure of one run: each role's tokens and cost, the run's cost and its cost per
+    answer, each by the function above. ``log``: a log, its path, the paths of the shards of
+    one run (the headers are read), or the run's roles as read with its log
+    (:meth:`med_evals.logs.Run.usage_source`)."""
     if isinstance(log, str):
         roles = read_role_usages(log)
     elif isinstance(log, EvalLog):
         roles = role_usages(log)
+    elif all(isinstance(r, RoleUsage) for r in log):
+        roles = [r for r in log if isinstance(r, RoleUsage)]
     else:
-        roles = merged_roles([read_role_usages(p) for p in log])
+        roles = merged_roles([read_role_usages(str(p)) for p in log])
     costs = [role_cost(r, prices) for r in roles]
     total = run_cost(roles, costs)
     n = answer_count(study, values)
