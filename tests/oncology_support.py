@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from .conftest import FIXTURES, install_dataset
 
@@ -15,6 +18,21 @@ def install_fixture(tmp: Path, monkeypatch, csv: Path = FIXTURE_CSV) -> Path:
     """Lay ``csv`` out as the oncology dataset in a data dir with a matching manifest."""
     install_dataset(tmp, monkeypatch, "oncology-rct-250-counterfactual", {"trials.csv": csv})
     return tmp / "data"
+
+
+@contextmanager
+def oncology_module(
+    tmp_path_factory: pytest.TempPathFactory, name: str
+) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
+    """A module fixture's folder ``name`` with the oncology fixture installed in it, and the
+    monkeypatch that points the loader there (for more datasets); undone on leaving."""
+    mp = pytest.MonkeyPatch()
+    tmp = tmp_path_factory.mktemp(name)
+    install_fixture(tmp / "onc", mp)
+    try:
+        yield tmp, mp
+    finally:
+        mp.undo()
 
 
 def big_fixture_csv(tmp: Path, copies: int = 20) -> Path:

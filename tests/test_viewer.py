@@ -6,7 +6,6 @@ per-sample differences opens that sample in it (checked in headless Chromium).""
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from med_evals.report.differences import VIEWER, viewer_url
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .oncology_support import install_fixture
+from .support.browser import chromium_page, chromium_path
 
 RECORDED = ("gpt4o_temp100", "o1_temp100")
 
@@ -51,10 +51,7 @@ def _serving(url: str, proc: subprocess.Popen, seconds: float = 30) -> None:
 
 @pytest.mark.slow
 def test_the_viewers_list_names_replayed_runs_by_their_recorded_model(tmp_path, monkeypatch):
-    playwright = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed")
+    chromium_path()  # skips before the viewer starts when there is no browser
     install_fixture(tmp_path, monkeypatch)
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -89,25 +86,20 @@ def test_the_viewers_list_names_replayed_runs_by_their_recorded_model(tmp_path, 
 
         url = f"http://127.0.0.1:{port}/"
         _serving(url, proc)
-        with playwright.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-            try:
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
-                page.goto(url)
-                for name in RECORDED:  # each row's model cell
-                    page.get_by_text(f"replay/{name}", exact=True).first.wait_for(timeout=20_000)
-                text = page.inner_text("body")
-                # the link the report's per-sample differences give opens that sample
-                run = load_run(runs[0].location)
-                sid = sorted(run.values)[1]
-                link = viewer_url(run, sid, 1, str(logs))
-                assert link is not None and link.startswith(VIEWER)
-                page.goto(link.replace(VIEWER, url.rstrip("/"), 1))
-                reply = run.samples[sid]["reply"]
-                page.get_by_text(reply, exact=True).first.wait_for(timeout=20_000)
-                sample_page = page.inner_text("body")
-            finally:
-                browser.close()
+        with chromium_page(height=800) as page:
+            page.goto(url)
+            for name in RECORDED:  # each row's model cell
+                page.get_by_text(f"replay/{name}", exact=True).first.wait_for(timeout=20_000)
+            text = page.inner_text("body")
+            # the link the report's per-sample differences give opens that sample
+            run = load_run(runs[0].location)
+            sid = sorted(run.values)[1]
+            link = viewer_url(run, sid, 1, str(logs))
+            assert link is not None and link.startswith(VIEWER)
+            page.goto(link.replace(VIEWER, url.rstrip("/"), 1))
+            reply = run.samples[sid]["reply"]
+            page.get_by_text(reply, exact=True).first.wait_for(timeout=20_000)
+            sample_page = page.inner_text("body")
     finally:
         proc.terminate()
         proc.wait(timeout=10)

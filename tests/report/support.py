@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
+
+from ..support.browser import chromium_page as chromium_page  # the report tests' pages
 
 Reply = Callable[[str, str, int], str | None]  # (input text, sample id, epoch) -> reply
 
@@ -61,23 +60,3 @@ def logged(log: EvalLog, key: str) -> float:
 
 def same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
-
-
-@contextmanager
-def chromium_page(width: int = 1280) -> Iterator[Any]:
-    """A page of headless Chromium (Playwright driving Debian's ``chromium``); skips the test
-    when either is missing."""
-    playwright = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed")
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
-        try:
-            yield browser.new_page(viewport={"width": width, "height": 900})
-        finally:
-            browser.close()

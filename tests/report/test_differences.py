@@ -32,7 +32,7 @@ from med_evals.scorers.oncology_rct import flip_rate
 from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 from med_evals.tasks.oncology_rct import oncology_rct
 
-from ..oncology_support import install_fixture
+from ..oncology_support import oncology_module
 from ..test_safe_text import parse
 from . import hostile
 from .support import chromium_page, prompt_text, replay_run
@@ -52,9 +52,11 @@ def follower(text: str) -> str:
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    tmp = tmp_path_factory.mktemp("differences")
-    install_fixture(tmp / "onc", mp)
+    with oncology_module(tmp_path_factory, "differences") as (tmp, _):
+        return _differing_runs(tmp)
+
+
+def _differing_runs(tmp: Path) -> tuple[Path, dict[str, str], dict[str, str]]:
     task = oncology_rct(condition=CONDITIONS)
     ids = [str(s.id) for s in task.dataset]
     b_replies = {sid: hostile.REPLIES[B_HOSTILE[i // 2 % len(B_HOSTILE)]] if i % 2 == 0
@@ -75,7 +77,6 @@ def logs(tmp_path_factory):
     assert EPOCH_SAMPLE not in invalid and len(invalid) == 3
     replay_run(task, reply_a, "model-a", tmp, epochs=3)
     replay_run(oncology_rct(condition=CONDITIONS), lambda t, s, e: b_replies[s], "model-b", tmp)
-    mp.undo()
     return tmp / "logs", {str(s.id): prompt_text(s) for s in task.dataset}, b_replies
 
 

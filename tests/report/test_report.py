@@ -17,7 +17,8 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import replying
 from ..medevidence_support import install_medevidence
-from ..oncology_support import install_fixture
+from ..oncology_support import oncology_module
+from .support import chromium_page
 
 
 def _follower(text):
@@ -35,9 +36,11 @@ def _guesser(text):
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     """Real logs: two models on the oncology fixture, MedEvidence, and three bad logs."""
-    mp = pytest.MonkeyPatch()
-    tmp = tmp_path_factory.mktemp("report")
-    install_fixture(tmp / "onc", mp)
+    with oncology_module(tmp_path_factory, "report") as (tmp, mp):
+        return _report_logs(tmp, mp)
+
+
+def _report_logs(tmp: Path, mp: pytest.MonkeyPatch) -> Path:
     logdir = tmp / "logs"
     for name, fn in (("follower", _follower), ("guesser", _guesser)):
         model = get_model(f"mockllm/{name}", custom_outputs=replying(fn))
@@ -73,8 +76,6 @@ def logs(tmp_path_factory):
         display="none",
         log_dir=str(logdir),
     )
-
-    mp.undo()
     return logdir
 
 
@@ -131,24 +132,8 @@ def test_refuses_runs_with_different_data_unless_told(logs, tmp_path, monkeypatc
 
 @pytest.mark.slow
 def test_html_renders_in_headless_chromium(logs, tmp_path):
-    playwright = pytest.importorskip("playwright.sync_api")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium is not installed")
     r = build_report([logs], tmp_path / "out", n_boot=50)
-    with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=chromium,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
+    with chromium_page() as page:
         problems = []
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
@@ -168,7 +153,6 @@ def test_html_renders_in_headless_chromium(logs, tmp_path):
                       > document.body.getBoundingClientRect().right + 1).length"""
         )
         page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
-        browser.close()
     assert problems == []
     assert len(sizes) == len(r.figures) and all(w > 100 for w in sizes)
     assert page_width <= view_width == 1280
