@@ -94,6 +94,15 @@ def _multipart(content_type: str, data: bytes) -> dict[str, tuple[str | None, by
     return out
 
 
+class _Listening(ThreadingHTTPServer):
+    """A threaded HTTP server whose listen queue holds a burst of new connections: Python's
+    default (``request_queue_size = 5``) drops the connection attempts of a client that opens
+    hundreds at once (a peer in ``bench/bench_peers.py`` at 128 or 1,000 connections), which
+    the kernel retries after 1, 3, 7 ... s: a stall of the server's making, not the client's."""
+
+    request_queue_size = 4096  # the kernel caps it at net.core.somaxconn
+
+
 class FakeOpenAIServer:
     def __init__(
         self,
@@ -241,7 +250,7 @@ class FakeOpenAIServer:
                 else:
                     self._send(200, server._chat(body, text))
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._httpd = _Listening(("127.0.0.1", port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
