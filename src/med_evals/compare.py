@@ -296,11 +296,10 @@ def _row(
 ) -> RunRow:
     """A run's row, read back from its log: the report's label of a replayed run
     (:func:`med_evals.report.runs.model_name`), its headline numbers, tokens and cost."""
-    from med_evals.logs import load_run
+    from med_evals.logs import run_of
     from med_evals.report.runs import model_name
-    from med_evals.usage import run_usage
 
-    run = load_run(str(log.location))
+    run = run_of(log, str(log.location))  # the log eval() returned: not read again
     values = run.by_condition().get(condition, [])
     numbers = run.headline_values(values)
     label = labels.get(log.eval.model) or model_name(run)
@@ -313,7 +312,7 @@ def _row(
     )
     return RunRow(
         label, sources[log.eval.model], len(values), numbers, str(log.location), seconds,
-        run_usage(run.usage_source(), run.study, values, prices),
+        run.usage(prices, values),
     )
 
 
@@ -482,12 +481,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", help="folder for the report (default <log dir>/report)")
     p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     p.add_argument("--reference", help="folder of the published tables (see med-evals report)")
-    p.add_argument(
-        "--prices", metavar="FILE",
-        help="YAML or JSON: model name -> {input, output, input_cache_write, input_cache_read} "
-        "in $ per million tokens (Inspect's --model-cost-config shape), for models Inspect "
-        "has no price for; see med-evals report --prices",
-    )
+    from med_evals.cli import PRICES_HELP  # cli.main builds this parser: loaded by then
+
+    p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     p.set_defaults(func=cli)
 
 

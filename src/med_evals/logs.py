@@ -29,7 +29,7 @@ from med_evals.log_files import list_log_files, missing, mtime
 from med_evals.scorers.headline import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.studies import STUDIES, Study, spec
-from med_evals.usage import RoleUsage, merged_roles, role_usages
+from med_evals.usage import Prices, RoleUsage, RunUsage, merged_roles, role_usages, run_usage
 
 
 class LogSkipped(ValueError):
@@ -73,10 +73,15 @@ class Run:
         (:func:`merge_shards`)."""
         return list(self.provenance.get("shards") or [self.path])
 
-    def usage_source(self) -> list[RoleUsage] | list[str]:
-        """What :func:`med_evals.usage.run_usage` prices: the roles read with the log, else the
-        paths of its logs (their headers are read)."""
-        return list(self.roles) if self.roles is not None else self.logs()
+    def usage(
+        self, prices: Prices | None = None, values: Sequence[dict[str, Any]] | None = None
+    ) -> RunUsage:
+        """The run's tokens and cost (:func:`med_evals.usage.run_usage`) over ``values``
+        (default: all of its samples), priced with ``prices``: from the roles read with its log,
+        else from its logs' headers."""
+        source = list(self.roles) if self.roles is not None else self.logs()
+        vals = list(self.values.values()) if values is None else values
+        return run_usage(source, self.study, vals, prices)
 
     def written(self) -> float:
         """When the log was last written (seconds since the epoch; 0.0 when unknown)."""
@@ -212,6 +217,12 @@ def load_run(path: str, scorer: str | None = None) -> Run:
         log = read_eval_log(path)
     except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
         raise LogSkipped(f"{path}: unreadable log ({ex})") from None
+    return run_of(log, path, scorer)
+
+
+def run_of(log: EvalLog, path: str, scorer: str | None = None) -> Run:
+    """:func:`load_run` of a log already read (``inspect_ai.eval``'s result: samples
+    included), found at ``path``."""
     task = task_name(log)
     study = task if task in STUDIES else None
     if log.status != "success":

@@ -46,7 +46,7 @@ from med_evals.scorers.headline import metric_values
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec
 from med_evals.study import NON_SETUP_ARGS
-from med_evals.usage import change_line, from_record, run_usage, usage_record
+from med_evals.usage import change_line, from_record, usage_record
 
 FORMAT = 2
 #: verdicts of a gated metric that was tested
@@ -140,8 +140,7 @@ def make_baseline(
                 "setup": setup_of(r),
                 "metrics": r.metrics,
                 "samples": r.values,
-                "usage": usage_record(run_usage(r.usage_source(), r.study, list(r.values.values()),
-                                                prices)),
+                "usage": usage_record(r.usage(prices)),
             }
             for r in runs
         ],
@@ -494,7 +493,7 @@ def usage_change(
     """``<task> / <model>: input tokens 254 -> 260 (+6); ...; cost ... -> ...``: the new run's
     tokens and cost (:mod:`med_evals.usage`, priced with ``prices``) beside the baseline run's
     as it recorded them (:func:`~med_evals.usage.change_line`). Never gated."""
-    new = run_usage(run.usage_source(), run.study, list(run.values.values()), prices)
+    new = run.usage(prices)
     old = from_record(base["usage"]) if isinstance(base.get("usage"), Mapping) else None
     return f"{run.task} / {run.model}: {change_line(old, new)}"
 

@@ -307,7 +307,7 @@ def run_usage(
     """Every figure of one run: each role's tokens and cost, the run's cost and its cost per
     answer, each by the function above. ``log``: a log, its path, the paths of the shards of
     one run (the headers are read), or the run's roles as read with its log
-    (:meth:`med_evals.logs.Run.usage_source`)."""
+    (:meth:`med_evals.logs.Run.usage`)."""
     if isinstance(log, str):
         roles = read_role_usages(log)
     elif isinstance(log, EvalLog):

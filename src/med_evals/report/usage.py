@@ -20,7 +20,6 @@ from med_evals.usage import (
     RunUsage,
     answers_name,
     cost_text,
-    run_usage,
     token_count,
 )
 
@@ -81,8 +80,7 @@ def usage_section(
     doc.h2("Tokens and cost")
     doc.p(ABOUT, "note")
     for study, study_runs in by_study:
-        usages = [run_usage(r.usage_source(), study, list(r.values.values()), prices)
-                  for r in study_runs]
+        usages = [r.usage(prices) for r in study_runs]
         per_run, per_role = usage_rows(study_runs, labels, usages)
         doc.h3(study.title)
         doc.table(per_run, f"{study.title}: each run's cost and cost per "
