@@ -20,15 +20,23 @@ def install_fixture(tmp: Path, monkeypatch, csv: Path = FIXTURE_CSV) -> Path:
     return tmp / "data"
 
 
+def follower(text: str) -> str:
+    """A reply that follows the abstract: NEGATIVE where it says the trial did not meet its
+    endpoint, else POSITIVE (right on every fixture trial, counterfactuals included)."""
+    return "NEGATIVE" if "did not meet" in text else "POSITIVE"
+
+
 @contextmanager
 def oncology_module(
-    tmp_path_factory: pytest.TempPathFactory, name: str
+    tmp_path_factory: pytest.TempPathFactory, name: str, copies: int | None = None
 ) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
-    """A module fixture's folder ``name`` with the oncology fixture installed in it, and the
-    monkeypatch that points the loader there (for more datasets); undone on leaving."""
+    """A module fixture's folder ``name`` with the oncology fixture installed in it (``copies``:
+    :func:`big_fixture_csv`'s larger corpus instead), and the monkeypatch that points the loader
+    there (for more datasets); undone on leaving, a failed set-up included."""
     mp = pytest.MonkeyPatch()
     tmp = tmp_path_factory.mktemp(name)
-    install_fixture(tmp / "onc", mp)
+    install_fixture(tmp / "onc", mp, FIXTURE_CSV if copies is None else
+                    big_fixture_csv(tmp, copies))
     try:
         yield tmp, mp
     finally:

@@ -17,16 +17,12 @@ from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import FIXTURES
-from .oncology_support import install_fixture
+from .oncology_support import follower, oncology_module
 from .report import hostile
 from .report.support import replay_run
 
 CONDITIONS = "title_abstract,counterfactual"
 N_BOOT = 50
-
-
-def follower(text: str, sid: str, epoch: int) -> str:
-    return "NEGATIVE" if "did not meet" in text else "POSITIVE"
 
 
 def careless(text: str, sid: str, epoch: int) -> str:
@@ -40,18 +36,19 @@ def careless(text: str, sid: str, epoch: int) -> str:
 
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    tmp = tmp_path_factory.mktemp("diff")
-    install_fixture(tmp / "onc", mp)
-    out = {
-        "a": replay_run(oncology_rct(condition=CONDITIONS), follower, "model-a", tmp / "a"),
-        "b": replay_run(oncology_rct(condition=CONDITIONS), careless, "model-b", tmp / "b"),
-        "doi": replay_run(oncology_rct(condition="doi_only"), follower, "model-a", tmp / "doi"),
-        "medreqal": replay_run(
-            medreqal(data_file=str(FIXTURES / "medreqal_fixture.csv"), bertscore=False),
-            lambda t, s, e: "LABEL: SUPPORTED", "model-m", tmp / "m"),
-    }
-    mp.undo()
+    def follows(text: str, sid: str, epoch: int) -> str:
+        return follower(text)
+
+    with oncology_module(tmp_path_factory, "diff") as (tmp, _):
+        out = {
+            "a": replay_run(oncology_rct(condition=CONDITIONS), follows, "model-a", tmp / "a"),
+            "b": replay_run(oncology_rct(condition=CONDITIONS), careless, "model-b", tmp / "b"),
+            "doi": replay_run(oncology_rct(condition="doi_only"), follows, "model-a",
+                              tmp / "doi"),
+            "medreqal": replay_run(
+                medreqal(data_file=str(FIXTURES / "medreqal_fixture.csv"), bertscore=False),
+                lambda t, s, e: "LABEL: SUPPORTED", "model-m", tmp / "m"),
+        }
     return {k: log.location for k, log in out.items()}
 
 

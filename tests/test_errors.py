@@ -15,7 +15,6 @@ import contextvars
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,8 +25,7 @@ from inspect_ai.log import list_eval_logs, read_eval_log
 from med_evals._compat import InputError, parse_cli_config
 
 from .oncology_support import FIXTURE_CSV
-
-INSPECT = str(Path(sys.executable).parent / "inspect")
+from .support import INSPECT
 
 
 def inspect_run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -5,7 +5,6 @@ only (the fake OpenAI-compatible server), bounded."""
 
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,10 +17,9 @@ from med_evals.cli import main as cli_main
 from med_evals.report import build_report
 
 from .oncology_support import big_fixture_csv, install_fixture
-from .support import NB
+from .support import INSPECT, NB
 from .support.fake_openai import FakeOpenAIServer
 
-INSPECT = str(Path(sys.executable).parent / "inspect")
 pytestmark = pytest.mark.slow  # subprocesses and a kill
 
 

@@ -29,11 +29,8 @@ from med_evals.report import build_report
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
+from .oncology_support import follower as _follower
 from .oncology_support import install_fixture
-
-
-def _follower(text: str) -> str:
-    return "NEGATIVE" if "did not meet" in text else "POSITIVE"
 
 
 @pytest.fixture(scope="module")

@@ -34,16 +34,14 @@ from med_evals.regress import decide, read_baseline, regress, resume_command
 
 from .conftest import replying
 from .medevidence_support import install_medevidence
+from .oncology_support import follower as _follower
 from .oncology_support import install_fixture
-from .support.s3 import S3, free_port, fresh_clients, s3_server
+from .support import free_port
+from .support.s3 import S3, fresh_clients, s3_server
 
 BUCKET = "med-evals-logs"
 CONDITIONS = "title_abstract,counterfactual"
 NB = ["--n-boot", "100"]
-
-
-def _follower(text: str) -> str:
-    return "NEGATIVE" if "did not meet" in text else "POSITIVE"
 
 
 @dataclass

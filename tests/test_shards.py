@@ -17,7 +17,7 @@ from med_evals.report import build_report
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
-from .oncology_support import big_fixture_csv, install_fixture
+from .oncology_support import oncology_module
 from .support import N_BOOT
 
 
@@ -30,18 +30,15 @@ def _reader(text: str) -> str:
 def runs(tmp_path_factory):
     """The same 60 samples (30 trials, two conditions) run whole, as two shards, and whole with
     the recommended settings."""
-    tmp = tmp_path_factory.mktemp("shards")
-    mp = pytest.MonkeyPatch()
-    install_fixture(tmp, mp, csv=big_fixture_csv(tmp, copies=5))
-    model = get_model("mockllm/reader", custom_outputs=replying(_reader))
-    task = oncology_rct(condition="title_abstract,counterfactual")
-    for name, limits in (("whole", [None]), ("sharded", [(0, 35), (35, 60)])):
-        for limit in limits:
-            inspect_eval(task, model=model, limit=limit, display="none",
-                         log_dir=str(tmp / name), log_samples=True)
-    inspect_eval(task, model=model, display="none", log_dir=str(tmp / "recommended"),
-                 log_realtime=False)  # RECOMMENDED in bench/bench_peers.py
-    mp.undo()
+    with oncology_module(tmp_path_factory, "shards", copies=5) as (tmp, _):
+        model = get_model("mockllm/reader", custom_outputs=replying(_reader))
+        task = oncology_rct(condition="title_abstract,counterfactual")
+        for name, limits in (("whole", [None]), ("sharded", [(0, 35), (35, 60)])):
+            for limit in limits:
+                inspect_eval(task, model=model, limit=limit, display="none",
+                             log_dir=str(tmp / name), log_samples=True)
+        inspect_eval(task, model=model, display="none", log_dir=str(tmp / "recommended"),
+                     log_realtime=False)  # RECOMMENDED in bench/bench_peers.py
     return tmp
 
 

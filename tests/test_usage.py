@@ -8,6 +8,7 @@ import json
 import math
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -31,7 +32,7 @@ from med_evals.usage import (
 )
 
 from .conftest import FIXTURES
-from .oncology_support import install_fixture
+from .oncology_support import follower, oncology_module
 from .support.fake_openai import FakeOpenAIServer, _all_text, _last_user
 
 MEDREQAL_FIXTURE = FIXTURES / "medreqal_fixture.csv"
@@ -49,11 +50,6 @@ PRICES = {
 }
 #: the replayed run's recorded usage per call
 RECORDED = {"input_tokens": 100, "output_tokens": 2, "reasoning_tokens": 5}
-
-
-def _follower(text: str) -> str:
-    """model-a on the oncology trials: right on every one (every reply valid)."""
-    return "NEGATIVE" if "did not meet" in text else "POSITIVE"
 
 
 def _sentence(text: str) -> str:
@@ -93,16 +89,18 @@ def runs(tmp_path_factory):
     usage, and a MedREQAL run judged by two graders: grader on model-a, the model under test's
     model too (another instance, as ``--model-role grader=<the same model>`` makes), grader_2 on
     judge-b."""
-    mp = pytest.MonkeyPatch()
-    tmp = tmp_path_factory.mktemp("usage")
-    install_fixture(tmp, mp)
+    with oncology_module(tmp_path_factory, "usage") as (tmp, _):
+        yield _usage_runs(tmp)
+
+
+def _usage_runs(tmp: Path) -> dict[str, Any]:
     logs = tmp / "logs"
     ids = [s.id for s in oncology_rct().dataset]
     recording = tmp / "gpt-rec.jsonl"
     recording.write_text("".join(
         json.dumps({"id": i, "reply": "POSITIVE", "model": "gpt-rec", "usage": RECORDED}) + "\n"
         for i in ids))
-    with (FakeOpenAIServer(reply=_follower, word_usage=True) as sa,
+    with (FakeOpenAIServer(reply=follower, word_usage=True) as sa,
           FakeOpenAIServer(reply=_sentence, word_usage=True) as sb):
         a = get_model("openai-api/fake/model-a", base_url=sa.base_url, api_key="test")
         b = get_model("openai-api/fake/model-b", base_url=sb.base_url, api_key="test")
@@ -125,7 +123,7 @@ def runs(tmp_path_factory):
     prices_file = tmp / "prices.yaml"
     prices_file.write_text(yaml.safe_dump(PRICES))
     by_model = {lg.eval.model: lg for lg in oncology}
-    yield {
+    return {
         "tmp": tmp, "logs": logs, "prices_file": prices_file,
         "count_a": _hand_count(sa)[("model-a", "model")],
         "count_b": _hand_count(sb)[("model-b", "model")],
@@ -136,7 +134,6 @@ def runs(tmp_path_factory):
         "a": by_model["openai-api/fake/model-a"], "b": by_model["openai-api/fake/model-b"],
         "replay": by_model["replay/gpt-rec"], "judged": judged, "n": len(ids),
     }
-    mp.undo()  # the module's data dir and manifests: not the next module's
 
 
 def _usage(log, study, prices=None):

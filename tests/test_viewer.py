@@ -6,12 +6,9 @@ per-sample differences opens that sample in it (checked in headless Chromium).""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from inspect_ai import eval as inspect_eval
@@ -24,15 +21,10 @@ from med_evals.report.differences import VIEWER, viewer_url
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .oncology_support import install_fixture
+from .support import INSPECT, free_port
 from .support.browser import chromium_page, chromium_path
 
 RECORDED = ("gpt4o_temp100", "o1_temp100")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:  # `inspect view` takes no --port 0: ask the system for one
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _serving(url: str, proc: subprocess.Popen, seconds: float = 30) -> None:
@@ -56,10 +48,9 @@ def test_the_viewers_list_names_replayed_runs_by_their_recorded_model(tmp_path, 
     logs = tmp_path / "logs"
     logs.mkdir()
     # the viewer starts (about 3 s) while the runs run
-    port = _free_port()
-    inspect_cli = Path(sys.executable).with_name("inspect")
+    port = free_port()
     proc = subprocess.Popen(
-        [str(inspect_cli), "view", "--log-dir", str(logs), "--port", str(port)],
+        [INSPECT, "view", "--log-dir", str(logs), "--port", str(port)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     try:

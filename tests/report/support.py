@@ -14,8 +14,6 @@ from inspect_ai import Task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
 
-from ..support.browser import chromium_page as chromium_page  # the report tests' pages
-
 Reply = Callable[[str, str, int], str | None]  # (input text, sample id, epoch) -> reply
 
 

@@ -32,10 +32,11 @@ from med_evals.scorers.oncology_rct import flip_rate
 from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 from med_evals.tasks.oncology_rct import oncology_rct
 
-from ..oncology_support import oncology_module
+from ..oncology_support import follower, oncology_module
+from ..support.browser import chromium_page
 from ..test_safe_text import parse
 from . import hostile
-from .support import chromium_page, prompt_text, replay_run
+from .support import prompt_text, replay_run
 
 CONDITIONS = "title_abstract,counterfactual"
 #: run B's hostile replies, one per sample of every other sample (the 1 MB reply first)
@@ -43,10 +44,6 @@ B_HOSTILE = ["big", "script", "img", "ansi", "rtl", "table"]
 #: run A's sample replayed with three epochs that disagree: the majority is epoch 2's label
 EPOCH_SAMPLE = "title_abstract-001"
 RAW = ("\x00", "\x1b", "\x07", "\x9b", "\u202e", "\u202c")
-
-
-def follower(text: str) -> str:
-    return "NEGATIVE" if "did not meet" in text else "POSITIVE"
 
 
 

@@ -21,9 +21,9 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import FIXTURES
 from ..oncology_support import FIXTURE_CSV, install_fixture
+from ..support.browser import chromium_page
 from ..test_safe_text import parse, squash
 from . import hostile
-from .support import chromium_page
 
 CONDITIONS = "title_abstract,doi_only"  # 12 samples: every hostile reply at least once
 RAW = ("\x00", "\x1b", "\x07", "\x9b", "\u202e", "\u202c")

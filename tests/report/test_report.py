@@ -18,7 +18,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from ..conftest import replying
 from ..medevidence_support import install_medevidence
 from ..oncology_support import oncology_module
-from .support import chromium_page
+from ..support.browser import chromium_page
 
 
 def _follower(text):

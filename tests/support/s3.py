@@ -26,13 +26,14 @@ from __future__ import annotations
 import json
 import logging
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from . import free_port
 
 #: AWS settings that would send a client elsewhere than the server, or sign with a user's keys
 _HIDDEN = (
@@ -42,13 +43,6 @@ _HIDDEN = (
     "FSSPEC_S3", "FSSPEC_S3_ENDPOINT_URL",
 )
 DUMMY_KEY = "testing"
-
-
-def free_port() -> int:
-    """A TCP port nothing listens on (bound, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def fresh_clients() -> None:
