@@ -46,7 +46,6 @@ EPOCH_SAMPLE = "title_abstract-001"
 RAW = ("\x00", "\x1b", "\x07", "\x9b", "\u202e", "\u202c")
 
 
-
 @pytest.fixture(scope="module")
 def logs(tmp_path_factory):
     with oncology_module(tmp_path_factory, "differences") as (tmp, _):
@@ -103,7 +102,7 @@ def _correct_in_logs(log_dir: Path) -> dict[str, dict[str, int]]:
 @pytest.mark.slow
 def test_counts_are_mcnemars_discordant_counts(logs):
     log_dir, _, _ = logs
-    runs, groups = _groups(log_dir)
+    _, groups = _groups(log_dir)
     correct = _correct_in_logs(log_dir)
     found = pairs(ONCOLOGY_RCT, groups)
     assert [p.condition for p in found] == ["title_abstract", "counterfactual"]
