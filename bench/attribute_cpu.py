@@ -15,7 +15,6 @@ The figures in docs/performance.md ("Where the CPU goes") come from this script.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shlex
 import subprocess
@@ -25,7 +24,8 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import SHARED_DATA, start_server  # noqa: E402
+from bench_peers import BIN, bench_env, commands, start_server  # noqa: E402
+from synthetic import data_dir as find_data_dir  # noqa: E402
 
 #: (area, pattern of a frame in py-spy's raw output): the first area any frame matches
 AREAS: tuple[tuple[str, str], ...] = (
@@ -65,20 +65,16 @@ def attribute(stacks: Path, rate: float) -> list[tuple[str, float, float]]:
 
 
 def record(args: argparse.Namespace) -> Path:
-    data_dir = args.data_dir or os.environ.get("MED_EVALS_DATA_DIR") or str(SHARED_DATA)
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_cpu_"))
-    server, base_url = start_server(0.2, 18899)
+    server, base_url = start_server(0.2)
     out = tmp / "stacks.txt"
-    bin_dir = Path(sys.executable).parent
-    cmd = [str(bin_dir / "py-spy"), "record", "--gil", "-r", str(args.rate), "-f", "raw", "-o",
-           str(out), "--", sys.executable, str(bin_dir / "inspect"), "eval",
-           "med_evals/healthfc", "-T", "bertscore=false", "-T", f"data_dir={data_dir}",
-           "--model", "openai-api/fake/fake", "--model-base-url", base_url,
-           "--max-connections", "32", "--display", "none", "--log-dir", str(tmp / "logs"),
-           "--limit", str(args.n), *shlex.split(args.settings)]
+    # bench_peers' "suite" runner, under py-spy
+    [suite] = commands("suite", args.n, None, base_url, 32, tmp, tmp / "claims.jsonl", None,
+                       find_data_dir(args.data_dir))
+    cmd = [str(BIN / "py-spy"), "record", "--gil", "-r", str(args.rate), "-f", "raw", "-o",
+           str(out), "--", sys.executable, *suite, *shlex.split(args.settings)]
     try:
-        subprocess.run(cmd, check=True, capture_output=True,
-                       env={**os.environ, "FAKE_API_KEY": "local"})
+        subprocess.run(cmd, check=True, capture_output=True, env=bench_env(tmp))
     finally:
         server.terminate()
     return out

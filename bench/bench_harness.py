@@ -58,11 +58,10 @@ from med_evals.tasks.medreqal import medreqal
 # the test-only fake server lives in tests/support (not shipped); synthetic data beside this file
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from profile_diff import print_difference  # noqa: E402
+from synthetic import data_dir as find_data_dir  # noqa: E402
 from synthetic import medreqal_csv, verdict_reply  # noqa: E402
 
 from tests.support.fake_openai import FakeOpenAIServer  # noqa: E402
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 
 
 def instant_model():
@@ -218,7 +217,7 @@ def main() -> None:
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_bench_"))
     os.environ.setdefault("INSPECT_CACHE_DIR", str(tmp / "inspect_cache"))
-    data_dir = args.data_dir or os.environ.get("MED_EVALS_DATA_DIR") or str(SHARED_DATA)
+    data_dir = find_data_dir(args.data_dir)
     for study in args.study.split(","):
         make = task_factory(study, tmp / study, data_dir)
         n = args.n or len(make(10**6).dataset)

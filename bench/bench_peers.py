@@ -51,8 +51,10 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # synthetic.py, beside this file
+from synthetic import data_dir as find_data_dir  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "datasets"
 #: the peer, pinned (the version the issue measured)
 LM_EVAL = "lm-eval[api]==0.4.13"
 LM_EVAL_VENV = REPO / "bench" / ".lm-eval-venv"
@@ -67,7 +69,7 @@ SERVER = textwrap.dedent(
     from synthetic import verdict_reply
     from tests.support.fake_openai import FakeOpenAIServer
     with FakeOpenAIServer(reply=lambda t: verdict_reply(random.Random(len(t))),
-                          latency={latency}, port={port}) as s:
+                          latency={latency}) as s:
         print(s.base_url, flush=True)
         time.sleep(36000)
     """
@@ -148,11 +150,19 @@ def claims_file(n: int, data_dir: str, out: Path) -> Path:
     return path
 
 
-def start_server(latency: float, port: int) -> tuple[subprocess.Popen, str]:
-    code = SERVER.format(repo=str(REPO), bench=str(REPO / "bench"), latency=latency, port=port)
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    """The fake server in a process of its own (on a free port), and its base URL."""
+    code = SERVER.format(repo=str(REPO), bench=str(REPO / "bench"), latency=latency)
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     return proc, proc.stdout.readline().strip()
+
+
+def bench_env(tmp: Path) -> dict[str, str]:
+    """The runners' environment: the fake server's keys, a cache of the run's own, offline."""
+    return {**os.environ, "FAKE_API_KEY": "local", "OPENAI_API_KEY": "local",
+            "INSPECT_CACHE_DIR": str(tmp / "cache"), "HF_DATASETS_OFFLINE": "1",
+            "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
 def served(base_url: str) -> int:
@@ -239,7 +249,7 @@ def run(cmds: list[list[str]], env: dict[str, str], cwd: Path
 
 
 def bench(args: argparse.Namespace) -> None:
-    data_dir = args.data_dir or os.environ.get("MED_EVALS_DATA_DIR") or str(SHARED_DATA)
+    data_dir = find_data_dir(args.data_dir)
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_peers_"))
     claims = claims_file(args.n, data_dir, tmp)
     runners = [r for r in args.runners.split(",") if r]
@@ -247,15 +257,13 @@ def bench(args: argparse.Namespace) -> None:
     if "lm-eval" in runners and lm_eval is None:
         print(f"lm-eval: {why}")
         runners.remove("lm-eval")
-    env = {**os.environ, "FAKE_API_KEY": "local", "OPENAI_API_KEY": "local",
-           "INSPECT_CACHE_DIR": str(tmp / "cache"), "HF_DATASETS_OFFLINE": "1",
-           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    env = bench_env(tmp)
     sizes = [("full", None)] + ([("five", 5)] if args.slope else [])
     print(f"{args.n} claims; runners: {', '.join(runners)}; {args.rounds} round(s); load "
           f"average {os.getloadavg()[0]:.1f}", flush=True)
-    for k, scenario in enumerate(args.scenarios.split(",")):
+    for scenario in args.scenarios.split(","):
         latency, conn = float(scenario.split("@")[0]), int(scenario.split("@")[1])
-        server, base_url = start_server(latency, 18800 + k)
+        server, base_url = start_server(latency)
         results: dict[tuple[str, str], Result] = {}
         try:
             for rnd in range(args.rounds):

@@ -9,8 +9,18 @@ length the paper's models wrote (a label line and a few sentences of explanation
 from __future__ import annotations
 
 import csv
+import os
 import random
 from pathlib import Path
+
+#: the shared dataset copies beside a checkout (../shared/datasets)
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+def data_dir(given: str | None) -> str:
+    """The benches' data folder: ``--data-dir``, else ``$MED_EVALS_DATA_DIR``, else
+    :data:`SHARED_DATA`."""
+    return given or os.environ.get("MED_EVALS_DATA_DIR") or str(SHARED_DATA)
 
 LABELS = (("SUPPORTED", 0, 543), ("NOT ENOUGH INFORMATION", 1, 2057), ("REFUTED", 2, 186))
 CATEGORIES = (
