@@ -54,6 +54,16 @@ def test_shards_read_back_as_one_run(runs):
     # the headline metrics of the merged run are the whole run's logged ones
     assert sharded.metrics == {k: v for k, v in whole.metrics.items() if k in sharded.metrics}
     assert sharded.metrics
+    # each sample's viewer link opens the shard's log that holds it
+    from inspect_ai.log import read_eval_log
+
+    from med_evals.report.differences import viewer_url
+
+    held = {str(sm.id): path for path in sharded.provenance["shards"]
+            for sm in read_eval_log(path).samples or []}
+    for sid in sharded.values:
+        url = viewer_url(sharded, sid, 1, str(runs / "sharded"))
+        assert url is not None and Path(held[sid]).name in url
     # its tokens are every shard's (the report's and the baseline's usage figures)
     from med_evals.usage import run_usage, total_usage
 

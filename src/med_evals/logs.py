@@ -29,7 +29,15 @@ from med_evals.log_files import list_log_files, missing, mtime
 from med_evals.scorers.headline import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.studies import STUDIES, Study, spec
-from med_evals.usage import Prices, RoleUsage, RunUsage, merged_roles, role_usages, run_usage
+from med_evals.usage import (
+    REPLAY_PREFIX,
+    Prices,
+    RoleUsage,
+    RunUsage,
+    merged_roles,
+    role_usages,
+    run_usage,
+)
 
 
 class LogSkipped(ValueError):
@@ -67,6 +75,9 @@ class Run:
     #: the report, baseline and regress price them without reading the log again (a merged
     #: run: every shard's, summed); ``None``: not read (a run built by hand)
     roles: list[RoleUsage] | None = None
+    #: a replayed run's recorded model: the model names its replies carry
+    #: (:func:`recorded_model`); ``None``: not replayed, or its replies name none
+    recorded: str | None = None
 
     def logs(self) -> list[str]:
         """The log files the run was read from: its own, or each shard's
@@ -241,7 +252,28 @@ def run_of(log: EvalLog, path: str, scorer: str | None = None) -> Run:
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
     return Run(path, task, log.eval.model, values, provenance(log), metrics, others,
-               samples=sample_texts(log, scorer, values), roles=role_usages(log))
+               samples=sample_texts(log, path, scorer, values), roles=role_usages(log),
+               recorded=recorded_model(log))
+
+
+#: the model name of a reply whose recording names none (:mod:`med_evals.models.replay`)
+REPLAY_PLACEHOLDER = "replay"
+
+
+def recorded_model(log: EvalLog) -> str | None:
+    """The model a replayed run replays: the model names its replies carry (``None``: not a
+    replayed run, or its replies name none)."""
+    if not log.eval.model.startswith(REPLAY_PREFIX):
+        return None
+    names = {
+        s.output.model
+        for s in log.samples or []
+        if s.output
+        and s.output.model
+        and s.output.model != REPLAY_PLACEHOLDER
+        and not s.output.model.startswith(REPLAY_PREFIX)  # a failed call: the provider's name
+    }
+    return ", ".join(sorted(names)) if names else None
 
 
 #: characters kept of each sample's input: the start of the prompt, enough for a trial's title,
@@ -259,7 +291,7 @@ def _input_text(sample: Any) -> str:
 
 
 def sample_texts(
-    log: EvalLog, scorer: str, values: dict[str, Any]
+    log: EvalLog, path: str, scorer: str, values: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
     """sample id -> ``input`` (the first :data:`INPUT_CHARS` of the last user message, or of
     a text input), ``reply`` (the first :data:`REPLY_CHARS` of the completion; ``reply_chars``:
@@ -285,6 +317,7 @@ def sample_texts(
             "reply_chars": len(reply),
             "epoch": s.epoch,
             "epochs": seen["epochs"] if seen else 1,
+            "log": path,
             "matches": wanted,
         }
     for v in out.values():
@@ -373,7 +406,8 @@ def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
                      mtime=max(m.written() for m in members),
                      samples={sid: t for m in members for sid, t in m.samples.items()},
                      roles=(merged_roles([m.roles or [] for m in members])
-                            if all(m.roles is not None for m in members) else None))
+                            if all(m.roles is not None for m in members) else None),
+                     recorded=first.recorded)
         merged.metrics = metric_values(
             merged.study.metric_set(False, merged.task_args), merged.values)
         out.append(merged)

@@ -221,9 +221,10 @@ def viewer_url(run: Run, sample: str, epoch: int, root: str | None) -> str | Non
     """The sample in Inspect's log viewer (``inspect view --log-dir <root>`` on its default
     port): ``#/logs/<log, relative to root>/samples/sample/<id>/<epoch>/``, each part
     percent-encoded, as the viewer builds its own sample links."""
-    if root is None or is_remote(run.path):
+    path = (run.samples.get(sample) or {}).get("log") or run.path  # a shard's own log
+    if root is None or is_remote(path):
         return None
-    rel = os.path.relpath(os.path.join(log_folder(run.path), log_name(run.path)), root)
+    rel = os.path.relpath(os.path.join(log_folder(path), log_name(path)), root)
     path = "/".join(quote(part, safe="") for part in rel.split(os.sep))
     return f"{VIEWER}/#/logs/{path}/samples/sample/{quote(sample, safe='')}/{epoch}/"
 

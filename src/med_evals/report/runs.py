@@ -19,20 +19,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 from typing import Any
 
-from inspect_ai.log import read_eval_log
-
 from med_evals.log_files import log_name
-from med_evals.logs import Run
+from med_evals.logs import REPLAY_PREFIX, Run
 from med_evals.report.document import MISSING
 from med_evals.study import NON_SETUP_ARGS, Study
 
-REPLAY_PREFIX = "replay/"
-#: The replay provider's model name for a record that did not name its model.
-REPLAY_PLACEHOLDER = "replay"
 #: Model arguments (``-M``) that change no reply, only what is shown while a run runs: never
 #: part of a run label. Every other model argument may change replies, so it may tell two runs
 #: apart: ``embedded/``'s ``runtime``, ``dtype``, ``choices``, ``max_tokens_cap``, and
@@ -71,24 +65,6 @@ class Group:
         return self.study.headline_values(values, self.task_args)
 
 
-@cache
-def recorded_model(path: str) -> str | None:
-    """The model a replayed run replays: the model name its replies carry, if they name one."""
-    try:
-        log = read_eval_log(path)
-    except Exception:  # noqa: BLE001 - the run was read once already; fall back to the file
-        return None
-    names = {
-        s.output.model
-        for s in log.samples or []
-        if s.output
-        and s.output.model
-        and s.output.model != REPLAY_PLACEHOLDER
-        and not s.output.model.startswith(REPLAY_PREFIX)  # a failed call: the provider's name
-    }
-    return ", ".join(sorted(names)) if names else None
-
-
 #: the models behind the study group's recorded table's column names (``med-evals compare``'s
 #: replayed runs): a replayed run of one is named ``GPT-4o (gpt4o_temp100, replayed)``
 RECORDED_MODELS = {
@@ -105,7 +81,7 @@ def model_name(run: Run) -> str:
     (:data:`RECORDED_MODELS`). ``med-evals compare`` labels its replayed rows with this too."""
     if not run.model.startswith(REPLAY_PREFIX):
         return run.model
-    name = recorded_model(run.path) or Path(run.model[len(REPLAY_PREFIX) :]).name
+    name = run.recorded or Path(run.model[len(REPLAY_PREFIX) :]).name
     shown = RECORDED_MODELS.get(name)
     return f"{shown} ({name}, replayed)" if shown else f"{name} (replayed)"
 
