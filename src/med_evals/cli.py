@@ -247,7 +247,7 @@ def _emit(df: pd.DataFrame, out: str | None) -> None:
         print(shown.to_string(index=False))
 
 
-#: ``--prices`` of report, baseline, regress and compare
+#: ``--prices`` of report, baseline and regress (compare's: med_evals.compare)
 PRICES_HELP = (
     "YAML or JSON file: model name (as the log names it) -> {input, output, input_cache_write, "
     "input_cache_read} in $ per million tokens, the shape of Inspect's --model-cost-config "

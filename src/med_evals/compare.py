@@ -481,9 +481,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", help="folder for the report (default <log dir>/report)")
     p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     p.add_argument("--reference", help="folder of the published tables (see med-evals report)")
-    from med_evals.cli import PRICES_HELP  # cli.main builds this parser: loaded by then
-
-    p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
+    p.add_argument(
+        "--prices", metavar="FILE",
+        help="YAML or JSON: model name -> {input, output, input_cache_write, input_cache_read} "
+        "in $ per million tokens (Inspect's --model-cost-config shape), for models Inspect "
+        "has no price for; see med-evals report --prices",
+    )
     p.set_defaults(func=cli)
 
 
