@@ -1,0 +1,72 @@
+"""One setup model (med_evals.setup): what makes two runs comparable, for the report, the shards
+and the gate alike."""
+
+from __future__ import annotations
+
+from med_evals.logs import Run
+from med_evals.report.runs import run_labels
+from med_evals.setup import legacy_view, not_recorded, setup_changes, setup_of
+
+
+def _prov(**extra) -> dict:  # noqa: ANN003
+    return {"task_args": {"condition": "title_abstract", "data_dir": "/x", "subset": "smoke"},
+            "revision": "r1", "data_checksum": "c1", "prompt": None, "task_version": "2.0.0",
+            "generation": {"temperature": 0.0, "max_tokens": 500, "max_retries": 3,
+                           "timeout": 30, "max_connections": 8},
+            "eval_config": {"epochs": 1, "epochs_reducer": ["majority_label"],
+                            "fail_on_error": True, "log_buffer": 4},
+            "model_roles": {}, **extra}
+
+
+def test_how_a_call_is_made_is_not_the_setup():
+    a = setup_of(_prov())
+    b = setup_of(_prov(generation={"temperature": 0.0, "max_tokens": 500, "max_retries": 9,
+                                   "attempt_timeout": 60, "batch": True, "cache": True},
+                       eval_config={"epochs": 1, "epochs_reducer": ["majority_label"],
+                                    "log_buffer": 100, "max_tasks": 9},
+                       task_args={"condition": "title_abstract", "subset": "ci",
+                                  "data_dir": "/y", "metrics": "full"}))
+    assert setup_changes(a, b) == []
+
+
+def test_every_reply_changing_setting_and_role_is_a_change():
+    a = setup_of(_prov())
+    cases = {
+        "generation.top_p null -> 0.9": _prov(generation={"temperature": 0.0, "max_tokens": 500,
+                                                         "top_p": 0.9}),
+        "generation.reasoning_effort null -> high": _prov(
+            generation={"temperature": 0.0, "max_tokens": 500, "reasoning_effort": "high"}),
+        "eval.message_limit null -> 3": _prov(eval_config={"epochs": 1, "message_limit": 3,
+                                                           "epochs_reducer": ["majority_label"]}),
+        "model_roles.grader null -> openai/gpt-4o": _prov(model_roles={"grader": "openai/gpt-4o"}),
+        "task_version 2.0.0 -> 2.1.0": _prov(task_version="2.1.0"),
+    }
+    for change, prov in cases.items():
+        assert setup_changes(a, setup_of(prov)) == [change]
+    graders = [setup_of(_prov(model_roles={"grader": m})) for m in ("openai/gpt-4o", "o/b")]
+    assert setup_changes(*graders) == ["model_roles.grader openai/gpt-4o -> o/b"]
+
+
+def test_the_report_labels_name_a_grader_that_differs():
+    def run(path: str, grader: str) -> Run:
+        return Run(path, "oncology_rct", "m", {}, _prov(model_roles={"grader": grader},
+                                                        created=path))
+
+    a, b = run("a", "openai/gpt-4o"), run("b", "anthropic/claude")
+    labels = run_labels([a, b])
+    assert labels[id(a)] == "m, --model-role grader=openai/gpt-4o"
+    assert labels[id(b)] == "m, --model-role grader=anthropic/claude"
+
+
+def test_a_format_2_baseline_is_compared_on_its_own_fields():
+    """A baseline recorded before every setting was kept: its 8 fields are compared; the rest
+    is named as not recorded, never as a change."""
+    new = setup_of(_prov(generation={"temperature": 0.0, "max_tokens": 500, "seed": 1}))
+    old = {"dataset_revision": "r1", "data_checksum": "c1", "prompt": None,
+           "task_version": "2.0.0", "task_args": {"condition": "title_abstract"},
+           "scorer_settings": None, "temperature": 0.0, "max_tokens": 500}
+    assert legacy_view(new) == old
+    assert setup_changes(old, new) == []
+    assert not_recorded(old) == ["generation", "eval", "model_roles"]
+    hotter = setup_of(_prov(generation={"temperature": 0.7, "max_tokens": 500}))
+    assert setup_changes(old, hotter) == ["temperature 0.0 -> 0.7"]
