@@ -126,3 +126,94 @@ def test_the_recommended_settings_change_no_logged_number(runs):
     # every sample and its events are in the log (report, regress, replay, eval-retry)
     assert len(b.samples or []) == len(a.samples or []) == 60
     assert [len(s.events) for s in b.samples or []] == [len(s.events) for s in a.samples or []]
+
+
+@pytest.fixture(scope="module")
+def mixes(tmp_path_factory):
+    """Shards of the same 60 samples that do not make one whole run: one shard forgotten (a
+    gap), shards run at two temperatures, and whole runs that differ in one setting each."""
+    with oncology_module(tmp_path_factory, "mixes", copies=5) as (tmp, _):
+        model = get_model("mockllm/reader", custom_outputs=replying(_reader))
+        task = oncology_rct(condition="title_abstract,counterfactual")
+        runs = {
+            "whole": [dict()],
+            "gap": [dict(limit=(0, 20)), dict(limit=(40, 60))],
+            "temps": [dict(limit=(0, 35), temperature=0.0), dict(limit=(35, 60), temperature=0.5)],
+            "top_p": [dict(top_p=0.5)],
+            "seed": [dict(seed=7)],
+            "system": [dict(system_message="Answer tersely.")],
+            "epochs": [dict(epochs=2)],
+        }
+        for name, settings in runs.items():
+            for kw in settings:
+                inspect_eval(task, model=model, display="none", log_dir=str(tmp / name), **kw)
+    return tmp
+
+
+@pytest.mark.slow
+def test_a_forgotten_shard_is_a_partial_run_everywhere(mixes, tmp_path, capsys):
+    from med_evals.cli import main as cli_main
+
+    [gap], _ = load_runs([mixes / "gap"])
+    assert len(gap.provenance["shards"]) == 2 and len(gap.values) == 40
+    assert gap.partial == ("40 of 60 samples (samples 21-40 not run: shards --limit 1-20, "
+                           "--limit 41-60)")
+    # the report: the row is marked, the warning says what is missing
+    result = build_report([mixes / "gap"], tmp_path / "r", n_boot=10)
+    assert {r.label for r in result.headline} == {"mockllm/reader (partial)"}
+    [warning] = [w for w in result.warnings if "partial run" in w]
+    assert warning.startswith("oncology_rct / mockllm/reader (")
+    assert warning.endswith(") is a partial run: 40 of 60 samples (samples 21-40 not run: "
+                            "shards --limit 1-20, --limit 41-60); its row is marked (partial)")
+    # the gate: undecided, never a pass on the 40 samples it has
+    baseline = tmp_path / "b.json"
+    assert cli_main(["baseline", str(mixes / "whole"), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    assert cli_main(["regress", "--n-boot", "200", "--baseline", str(baseline),
+                     str(mixes / "gap")]) == 3
+    out = capsys.readouterr().out
+    assert ("undecided: oncology_rct / mockllm/reader: partial run: 40 of 60 samples (samples "
+            "21-40 not run: shards --limit 1-20, --limit 41-60); 20 sample(s) of the baseline "
+            "run are not in it: not compared (give every shard's log, or finish the run)") in out
+    # diff names it too
+    from med_evals.diff import diff_runs, format_text
+
+    [whole_log] = _logs(mixes / "whole")
+    text = format_text(diff_runs(whole_log, str(mixes / "gap"), n_boot=10))
+    assert "warning: oncology_rct / mockllm/reader (" in text
+    assert "is a partial run: 40 of 60" in text
+
+
+@pytest.mark.slow
+def test_two_setups_are_never_one_run(mixes, tmp_path):
+    """Shards at two temperatures are two (partial) runs in the report and the baseline alike,
+    and every generation setting tells runs apart, in the report's labels and the gate."""
+    temps, _ = load_runs([mixes / "temps"])
+    assert len(temps) == 2 and all(r.partial for r in temps)
+    result = build_report([mixes / "temps"], tmp_path / "r", n_boot=10)
+    assert {r.label for r in result.headline} == {
+        "mockllm/reader, --temperature=0.0 (partial)",
+        "mockllm/reader, --temperature=0.5 (partial)"}
+    assert len(make_baseline([mixes / "temps"])["runs"]) == 2
+    # each setting: its own row in the report, "setup changed" naming it at the gate
+    base = make_baseline([mixes / "whole"])
+    expected = {
+        "top_p": ("--top-p=0.5", "generation.top_p null -> 0.5"),
+        "seed": ("--seed=7", "generation.seed null -> 7"),
+        "system": ("--system-message=Answer tersely.",
+                   "generation.system_message null -> Answer tersely."),
+        "epochs": ("--epochs=2", "eval.epochs 1 -> 2"),
+    }
+    for name, (label, change) in expected.items():
+        result = build_report([mixes / "whole", mixes / name], tmp_path / name, n_boot=10)
+        labels = {r.label for r in result.headline}
+        assert len(labels) == 2 and any(label in x for x in labels), (name, labels)
+        rows, _ = regress(base, [mixes / name], n_boot=N_BOOT)
+        assert [r.verdict for r in rows] == ["setup changed"], name
+        assert change in rows[0].detail, (name, rows[0].detail)
+
+
+def _logs(folder):
+    from med_evals.logs import expand_log_paths
+
+    return expand_log_paths([folder])

@@ -42,9 +42,10 @@ from med_evals.stats import bootstrap_difference
 def _one_run(path: str, which: str) -> Run:
     """The run of the log at ``path`` (a log file, or a folder holding one run's log)."""
     try:
-        runs, skipped = load_selected(select_logs([path], strict=True))
+        loaded = load_selected(select_logs([path], strict=True))
     except LogPathError as ex:
         raise CommandError(f"{which}: {ex}", USAGE) from None
+    runs, skipped = loaded.runs, loaded.skipped
     if not runs:
         why = skipped[0] if skipped else f"{path}: no log"
         raise CommandError(f"{which}: {why}", USAGE)

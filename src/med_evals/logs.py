@@ -28,15 +28,21 @@ from med_evals.log_files import expand_log_paths as expand_log_paths
 from med_evals.log_files import list_log_files, missing, mtime
 from med_evals.scorers.headline import metric_values
 from med_evals.scorers.reducers import majority_label
+from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
 from med_evals.studies import STUDIES, Study, spec
+from med_evals.study import NON_SETUP_ARGS
 from med_evals.usage import (
     REPLAY_PREFIX,
+    Paid,
     Prices,
     RoleUsage,
     RunUsage,
+    merged_paid,
     merged_roles,
-    role_usages,
+    paid_run_usage,
+    paid_usage,
     run_usage,
+    sample_role_usages,
 )
 
 
@@ -44,12 +50,19 @@ class LogSkipped(ValueError):
     """A log that cannot be used (errored, cancelled, another task's, no scores).
 
     ``task`` and ``model``: the run's, when the log is a run of a med_evals study (``None``
-    for an unreadable log or another task's)."""
+    for another task's)."""
 
     def __init__(self, message: str, task: str | None = None, model: str | None = None):
         super().__init__(message)
         self.task = task
         self.model = model
+
+
+class LogUnreadable(LogSkipped):
+    """A log whose samples cannot be read (a corrupted sample record, a store that dropped
+    between the header and the samples, a truncated file). Never another task's log: the gate
+    and the baseline stop on it (exit 2), the report names it and exits 1. ``task`` and
+    ``model`` are its header's where the header could be read."""
 
 
 @dataclass
@@ -78,6 +91,12 @@ class Run:
     #: a replayed run's recorded model: the model names its replies carry
     #: (:func:`recorded_model`); ``None``: not replayed, or its replies name none
     recorded: str | None = None
+    #: what the eval paid for over every attempt whose log was read (a killed run resumed:
+    #: :func:`med_evals.usage.paid_usage`); ``None``: not read (a run built by hand)
+    paid: Paid | None = None
+    #: ``None`` when the run holds every sample of its dataset, else what is missing
+    #: (:func:`coverage`: a forgotten or killed shard, ``--limit``): a partial run
+    partial: str | None = None
 
     def logs(self) -> list[str]:
         """The log files the run was read from: its own, or each shard's
@@ -94,6 +113,17 @@ class Run:
         vals = list(self.values.values()) if values is None else values
         return run_usage(source, self.study, vals, prices)
 
+    def paid_usage(
+        self, prices: Prices | None = None, values: Sequence[dict[str, Any]] | None = None
+    ) -> RunUsage | None:
+        """What the eval paid for over all its attempts (:func:`med_evals.usage.paid_run_usage`:
+        a resumed run's killed attempts too), ``None`` where it is what the run used (one
+        attempt, nothing unknown) or was not read."""
+        if self.paid is None or (self.paid.attempts <= 1 and not self.paid.unknown):
+            return None
+        vals = list(self.values.values()) if values is None else values
+        return paid_run_usage(self.paid, self.study, vals, prices)
+
     def written(self) -> float:
         """When the log was last written (seconds since the epoch; 0.0 when unknown)."""
         if self.mtime is None:
@@ -103,6 +133,12 @@ class Run:
     @property
     def study(self) -> Study:
         return spec(self.task)
+
+    @property
+    def setup(self) -> dict[str, Any]:
+        """What produced the run's numbers (:func:`med_evals.setup.setup_of`): two runs are
+        comparable when :func:`med_evals.setup.setup_changes` finds no difference."""
+        return setup_of(self.provenance)
 
     @property
     def task_args(self) -> dict[str, Any]:
@@ -134,6 +170,11 @@ class LogSelection:
     unreadable: list[str] = field(default_factory=list)
     #: each log's write time from Inspect's listing (seconds since the epoch)
     mtimes: dict[str, float] = field(default_factory=dict)
+    #: each log's task and model as its header names them (the logs whose header was read)
+    headers: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: finished log -> the other logs of its eval (killed, recovered, errored attempts): what
+    #: the eval paid for before its finished attempt (:func:`med_evals.usage.paid_usage`)
+    attempts: dict[str, list[str]] = field(default_factory=dict)
 
 
 def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelection:
@@ -156,12 +197,14 @@ def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelecti
             out.unreadable.append(f"{path}: unreadable log ({why})")
             continue
         by_eval[header.eval.task_id or path].append((path, header))
+        out.headers[path] = (task_name(header), header.eval.model)
     for logs in by_eval.values():
         logs.sort(key=lambda pl: (pl[1].eval.created or "", out.mtimes[pl[0]]))
         done = [pl for pl in logs if pl[1].status == "success"]
         keep = (done or logs)[-1]
         if done:
             out.finished.append(keep[0])
+            out.attempts[keep[0]] = [p for p, _ in logs if p != keep[0]]
         else:
             path, header = keep
             out.unfinished.append(
@@ -209,31 +252,73 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "max_tokens": gen.max_tokens if gen else None,
         "epochs": log.eval.config.epochs,
         "created": log.eval.created,
+        # every generation setting and the evaluation settings (med_evals.setup compares them)
+        "generation": gen.model_dump(exclude_none=True) if gen else {},
+        "eval_config": log.eval.config.model_dump(exclude_none=True),
+        # each model role bound to the run and its model (a grader, a jury's graders)
+        "model_roles": model_roles(log),
         # the provider's options (-M): e.g. the embedded model's decoding option
         "model_args": dict(log.eval.model_args or {}),
         # which samples the run was asked for (--limit N or a range a-b, --sample-id): a run
         # split into sample ranges over several processes is one run (:func:`merge_shards`)
         "limit": _plain(log.eval.config.limit),
         "sample_id": _plain(log.eval.config.sample_id),
+        # the samples of the task's dataset (subset) before --limit / --sample-id: a run of
+        # fewer is partial (:func:`coverage`)
+        "dataset_samples": log.eval.dataset.samples,
     }
+
+
+def model_roles(log: EvalLog) -> dict[str, str]:
+    """Each model role bound to a run and its model (with its settings where it was given
+    some: ``openai/gpt-4o {"temperature": 0}``; a role bound to several models: theirs, joined
+    by ``, ``)."""
+    out = {}
+    for role, binding in (log.eval.model_roles or {}).items():
+        configs = binding if isinstance(binding, list) else [binding]
+        shown = []
+        for cfg in configs:
+            extra = {k: v for k, v in (("config", cfg.config.model_dump(exclude_none=True)),
+                                       ("args", cfg.args)) if v}
+            shown.append(cfg.model + (f" {json.dumps(extra, sort_keys=True, default=str)}"
+                                      if extra else ""))
+        out[role] = ", ".join(shown)
+    return out
 
 
 def _plain(value: Any) -> Any:
     return list(value) if isinstance(value, tuple | list) else value
 
 
-def load_run(path: str, scorer: str | None = None) -> Run:
-    """A run from one log, or :class:`LogSkipped` saying why it cannot be used."""
+def load_run(
+    path: str, scorer: str | None = None, attempts: Sequence[str] = (),
+    header: tuple[str, str] | None = None,
+) -> Run:
+    """A run from one log, or :class:`LogSkipped` saying why it cannot be used
+    (:class:`LogUnreadable`: its samples cannot be read; ``header``: its task and model as its
+    header named them). ``attempts``: the other logs of its eval (a killed attempt before an
+    ``eval-retry``), read for what the eval paid for (:attr:`Run.paid`)."""
     try:
         log = read_eval_log(path)
     except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
-        raise LogSkipped(f"{path}: unreadable log ({ex})") from None
-    return run_of(log, path, scorer)
+        task, model = header if header else (None, None)
+        raise LogUnreadable(f"{path}: unreadable log ({_one_line(ex)})",
+                            task if task in STUDIES else None, model) from None
+    earlier, unreadable = [], []
+    for other in attempts:
+        try:
+            earlier.append(read_eval_log(other))
+        except Exception:  # noqa: BLE001 - named in the run's unknown part
+            unreadable.append(other)
+    return run_of(log, path, scorer, earlier, unreadable)
 
 
-def run_of(log: EvalLog, path: str, scorer: str | None = None) -> Run:
+def run_of(
+    log: EvalLog, path: str, scorer: str | None = None, earlier: Sequence[EvalLog] = (),
+    unreadable: Sequence[str] = (),
+) -> Run:
     """:func:`load_run` of a log already read (``inspect_ai.eval``'s result: samples
-    included), found at ``path``."""
+    included), found at ``path``; ``earlier``: its eval's other attempts' logs, read."""
     task = task_name(log)
     study = task if task in STUDIES else None
     if log.status != "success":
@@ -252,8 +337,9 @@ def run_of(log: EvalLog, path: str, scorer: str | None = None) -> Run:
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
     return Run(path, task, log.eval.model, values, provenance(log), metrics, others,
-               samples=sample_texts(log, path, scorer, values), roles=role_usages(log),
-               recorded=recorded_model(log))
+               samples=sample_texts(log, path, scorer, values),
+               roles=sample_role_usages(log), recorded=recorded_model(log),
+               paid=paid_usage(log, earlier, unreadable))
 
 
 #: the model name of a reply whose recording names none (:mod:`med_evals.models.replay`)
@@ -353,8 +439,24 @@ def reduced_values(log: EvalLog) -> dict[str, dict[str, Any]]:
 
 def load_runs(paths: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
     """Usable runs (the logs :func:`select_logs` picks), and one line per log skipped."""
-    runs, skipped = load_selected(select_logs(paths))
-    return runs, skipped
+    loaded = load_all(paths)
+    return loaded.runs, loaded.skipped
+
+
+@dataclass
+class Loaded:
+    """What :func:`load_all` read: the runs, one line per log left out, and of those the study
+    runs that could not be shown (an unreadable log, a run that did not finish, a study log
+    without its scores): a report or a gate without them says so."""
+
+    runs: list[Run]
+    skipped: list[str]
+    not_shown: list[str]
+
+
+def load_all(paths: Iterable[str | Path]) -> Loaded:
+    """:func:`load_selected` of :func:`select_logs`, with the study runs not shown apart."""
+    return load_selected(select_logs(paths))
 
 
 def is_shard(run: Run) -> bool:
@@ -365,22 +467,79 @@ def is_shard(run: Run) -> bool:
 
 
 def _shard_key(run: Run) -> str:
-    """What the shards of one run share: everything of the run but which samples it ran."""
-    p = {k: v for k, v in run.provenance.items()
-         if k not in ("limit", "sample_id", "created", "scorers")}
-    return json.dumps([run.task, run.model, p], sort_keys=True, default=str)
+    """What the shards of one run share: the task, the model, every task argument and model
+    argument, and the setup (:func:`med_evals.setup.setup_of`: data, prompt, version, every
+    generation setting, epochs, model roles): everything but which samples it ran."""
+    p = run.provenance
+    args = {k: v for k, v in (p.get("task_args") or {}).items() if k not in NON_SETUP_ARGS}
+    model_args = {k: v for k, v in (p.get("model_args") or {}).items()
+                  if k not in DISPLAY_ONLY_MODEL_ARGS}
+    return json.dumps([run.task, run.model, args, model_args, setup_key(setup_of(p))],
+                      sort_keys=True, default=str)
+
+
+def _limit_text(limit: Any) -> str:
+    if isinstance(limit, list) and len(limit) == 2:
+        return f"--limit {int(limit[0]) + 1}-{int(limit[1])}"
+    return f"--limit {limit}"
+
+
+def _ranges(numbers: Sequence[int]) -> str:
+    """``1-10, 16-20`` for the sorted numbers given."""
+    out: list[str] = []
+    start = prev = None
+    for n in [*numbers, None]:
+        if n is not None and prev is not None and n == prev + 1:
+            prev = n
+            continue
+        if start is not None:
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = n
+    return ", ".join(out)
+
+
+def coverage(run: Run) -> str | None:
+    """``None`` when the run holds a value for every sample of its dataset (or subset, before
+    ``--limit`` and ``--sample-id``), else what is missing: ``15 of 20 samples (samples 11-15
+    not run: shards --limit 1-10, --limit 16-20)``. ``None`` too where the log does not say
+    how many samples the dataset has (a run built by hand)."""
+    p = run.provenance
+    total = p.get("dataset_samples")
+    if not isinstance(total, int) or total <= 0:
+        return None
+    have = len(run.values)
+    if have >= total:
+        return None
+    limits = [m.get("limit") for m in (p.get("shard_provenance") or [p])]
+    how = ""
+    if all(isinstance(lim, int | list) for lim in limits):
+        covered: set[int] = set()
+        for lim in limits:
+            lo, hi = (lim[0], lim[1]) if isinstance(lim, list) else (0, lim)
+            covered.update(range(int(lo) + 1, min(int(hi), total) + 1))
+        gaps = [i for i in range(1, total + 1) if i not in covered]
+        starts = [(lim[0] if isinstance(lim, list) else 0, i) for i, lim in enumerate(limits)]
+        ran = ", ".join(_limit_text(limits[i]) for _, i in sorted(starts))
+        shards = "shards " if len(limits) > 1 else ""
+        how = f"samples {_ranges(gaps)} not run: {shards}{ran}" if gaps else ""
+    elif any(m.get("sample_id") is not None for m in (p.get("shard_provenance") or [p])):
+        how = "--sample-id"
+    unscored = "" if how else "some samples have no score"
+    return f"{have} of {total} samples ({how or unscored})"
 
 
 def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     """One run for each evaluation that was split into shards: logs of the same task, model,
-    task arguments, data, prompt, version, scorer and generation settings, each of a sample
-    range (``--limit a-b``) or id list (``--sample-id``), whose samples do not overlap (one
-    process each, e.g. ``--limit 1-375`` and ``--limit 376-750`` into one log folder:
-    docs/performance.md). The merged run holds every shard's samples and is named after the
-    first shard's log (its provenance lists them all under ``shards``); its ``metrics`` are
-    the study's headline over all of them (each shard's log has its own). Runs that are not
-    shards, or whose samples overlap, are left as they are. Returns the runs and one note per
-    merged run."""
+    task and model arguments and setup (:func:`_shard_key`), each of a sample range (``--limit
+    a-b``) or id list (``--sample-id``), whose samples do not overlap (one process each, e.g.
+    ``--limit 1-375`` and ``--limit 376-750`` into one log folder: docs/performance.md). The
+    merged run holds every shard's samples and is named after the first shard's log (its
+    provenance lists them all under ``shards``); its ``metrics`` are the study's headline over
+    all of them (each shard's log has its own). Shards of two setups (another temperature,
+    seed, system message, epochs or grader) are never merged; nor are shards whose samples
+    overlap (a shard run twice). Whether the shards cover the run's samples is
+    :func:`coverage`'s to say (a forgotten or killed shard: a partial run, never a smaller
+    whole one). Returns the runs and one note per merged run."""
     groups: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         groups[_shard_key(r) if is_shard(r) else f"single:{id(r)}"].append(r)
@@ -402,36 +561,54 @@ def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
                 others[scorer].update(vals)
         shards = [m.path for m in members]
         merged = Run(first.path, first.task, first.model, values,
-                     provenance={**first.provenance, "shards": shards}, others=dict(others),
+                     provenance={**first.provenance, "shards": shards,
+                                 "shard_provenance": [m.provenance for m in members]},
+                     others=dict(others),
                      mtime=max(m.written() for m in members),
                      samples={sid: t for m in members for sid, t in m.samples.items()},
                      roles=(merged_roles([m.roles or [] for m in members])
                             if all(m.roles is not None for m in members) else None),
-                     recorded=first.recorded)
+                     recorded=first.recorded,
+                     paid=merged_paid([m.paid for m in members]))
         merged.metrics = metric_values(
             merged.study.metric_set(False, merged.task_args), merged.values)
         out.append(merged)
         notes.append(f"{len(shards)} logs are shards of one run of {first.task} / {first.model} "
                      f"({len(values)} samples), read as one: {', '.join(shards)}")
+    for r in out:
+        r.partial = coverage(r)
     return out, notes
 
 
-def load_selected(selection: LogSelection) -> tuple[list[Run], list[str]]:
-    """The runs of a selection's finished logs, and one line per log left out (superseded,
-    unfinished, unreadable, or not usable: another task's, no scores)."""
+def load_selected(selection: LogSelection) -> Loaded:
+    """The runs of a selection's finished logs, one line per log left out (superseded,
+    unfinished, unreadable, or not usable: another task's, no scores), and of those the study
+    runs that could not be shown (:class:`Loaded`)."""
     runs: list[Run] = []
+    not_shown = [*selection.unreadable,
+                 *(u[3] for u in selection.unfinished if u[1] in STUDIES)]
     skipped = [*selection.unreadable, *(u[3] for u in selection.unfinished),
                *selection.superseded]
     for path in selection.finished:
         try:
-            run = load_run(path)
+            run = load_selected_run(selection, path)
         except LogSkipped as ex:
             skipped.append(str(ex))
+            if isinstance(ex, LogUnreadable) or ex.task is not None:
+                not_shown.append(str(ex))
             continue
-        run.mtime = selection.mtimes.get(path)
         runs.append(run)
     runs, _ = merge_shards(runs)
-    return runs, skipped
+    return Loaded(runs, skipped, not_shown)
+
+
+def load_selected_run(selection: LogSelection, path: str) -> Run:
+    """:func:`load_run` of one finished log of a selection, with its eval's other attempts and
+    its header's task and model (for :class:`LogUnreadable`) and write time."""
+    run = load_run(path, attempts=selection.attempts.get(path, ()),
+                   header=selection.headers.get(path))
+    run.mtime = selection.mtimes.get(path)
+    return run
 
 
 def score_values(log_path: str, scorer: str) -> tuple[str, list[dict[str, Any]]]:

@@ -2,10 +2,14 @@
 
 A **run label** names a model (a replayed run: the recorded model's name) and every task
 argument whose value differs between the runs of that study, e.g.
-``openai/gpt-4.1, evidence=true``, and every model argument (``-M``) whose value differs,
-except those of :data:`DISPLAY_ONLY_MODEL_ARGS`, which change no reply (the embedded model's
-``progress``: how often it prints a progress line). Runs that share a label (the same model
-and arguments, e.g. the README's job and a later ``condition=study`` run of the same model) are
+``openai/gpt-4.1, evidence=true``, every setting of the run's setup that differs
+(:func:`med_evals.setup.described`: ``temperature=0.5``, ``seed=3``, ``system_message=...``,
+``epochs=3``, a grader role's model, the task version, the data), and every model argument
+(``-M``) whose value differs, except those of :data:`DISPLAY_ONLY_MODEL_ARGS`, which change no
+reply (the embedded model's ``progress``: how often it prints a progress line); a partial run
+(:func:`med_evals.logs.coverage`: a forgotten or killed shard) ends with ``(partial)``. Two
+setups therefore never share a label. Runs that share a label (the same model, arguments and
+setup, e.g. the README's job and a later ``condition=study`` run of the same model) are
 merged sample by sample into one :class:`Group`; a sample present in several of them keeps the
 newest log's value and the report says so.
 
@@ -25,14 +29,15 @@ from typing import Any
 from med_evals.log_files import log_name
 from med_evals.logs import REPLAY_PREFIX, Run
 from med_evals.report.document import MISSING
+from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, described
 from med_evals.study import NON_SETUP_ARGS, Study
 
-#: Model arguments (``-M``) that change no reply, only what is shown while a run runs: never
-#: part of a run label. Every other model argument may change replies, so it may tell two runs
-#: apart: ``embedded/``'s ``runtime``, ``dtype``, ``choices``, ``max_tokens_cap``, and
-#: ``batch_size`` and ``threads`` (they change the order of floating-point sums, so a reply
-#: may differ), ``replay/``'s ``file``, and any other provider's options.
-DISPLAY_ONLY_MODEL_ARGS = frozenset({"progress"})
+# DISPLAY_ONLY_MODEL_ARGS (med_evals.setup): model arguments that change no reply, never part
+# of a run label. Every other model argument may change replies, so it may tell two runs apart:
+# ``embedded/``'s ``runtime``, ``dtype``, ``choices``, ``max_tokens_cap``, and ``batch_size``
+# and ``threads`` (they change the order of floating-point sums, so a reply may differ),
+# ``replay/``'s ``file``, and any other provider's options.
+__all__ = ["DISPLAY_ONLY_MODEL_ARGS", "Group", "ReportError", "group_runs", "run_labels"]
 
 
 class ReportError(ValueError):
@@ -105,9 +110,10 @@ def label_args(study: Study, run: Run) -> dict[str, str]:
     if study.conditions:  # conditions are a per-sample dimension, shown in their own column
         skip.add("condition")
     args = {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
+    setup = {k: v for k, v in described(run.setup).items() if k not in args and k not in skip}
     model_args = run.provenance.get("model_args") or {}
     shown = {k: v for k, v in model_args.items() if k not in DISPLAY_ONLY_MODEL_ARGS}
-    return {**args, **{f"-M {k}": _arg_text(v) for k, v in shown.items()}}
+    return {**args, **setup, **{f"-M {k}": _arg_text(v) for k, v in shown.items()}}
 
 
 def run_labels(runs: Sequence[Run]) -> dict[int, str]:
@@ -123,7 +129,8 @@ def run_labels(runs: Sequence[Run]) -> dict[int, str]:
         differ = [k for k in keys if len({a.get(k, MISSING) for a in args}) > 1]
         for r, a in zip(group, args, strict=True):
             extra = ", ".join(f"{k}={a.get(k, MISSING)}" for k in differ)
-            out[id(r)] = model_name(r) + (f", {extra}" if extra else "")
+            out[id(r)] = (model_name(r) + (f", {extra}" if extra else "")
+                          + (" (partial)" if r.partial else ""))
     return out
 
 
@@ -161,14 +168,25 @@ def group_runs(runs: Sequence[Run], warnings: list[str]) -> dict[str, list[Group
 
 
 def signature(run: Run) -> tuple[Any, ...]:
-    """What must agree for two runs of a task to stand side by side."""
-    p = run.provenance
-    return (p.get("data_checksum"), str(p.get("prompt")), p.get("task_version"))
+    """What must agree for two runs of a task to stand side by side (of their setups,
+    :attr:`med_evals.logs.Run.setup`): the data, the prompt and the task version. Runs that
+    differ in any other setting stand side by side as rows of their own (their labels name the
+    setting)."""
+    setup = run.setup
+    return (setup["data_checksum"], str(setup["prompt"]), setup["task_version"])
+
+
+def partial_warnings(runs: Sequence[Run]) -> list[str]:
+    """One line per partial run (:func:`med_evals.logs.coverage`): what it leaves out."""
+    return [f"{r.task} / {model_name(r)} ({', '.join(log_name(p) for p in r.logs())}) is a "
+            f"partial run: {r.partial}; its row is marked (partial)"
+            for r in runs if r.partial]
 
 
 def check_comparable(runs: Sequence[Run], allow_mixed: bool) -> list[str]:
-    """Refuse runs of one task whose dataset, prompt or task version differ (unless allowed)."""
-    warnings = []
+    """Refuse runs of one task whose dataset, prompt or task version differ (unless allowed);
+    warn of each partial run."""
+    warnings = partial_warnings(runs)
     by_task: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         by_task[r.task].append(r)
