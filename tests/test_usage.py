@@ -272,7 +272,7 @@ def test_report_compare_baseline_and_gate_show_the_same_figures(runs, capsys):
     old.write_text(json.dumps(baseline))
     capsys.readouterr()
     code = main(["regress", "--baseline", str(old), str(runs["a"].location), "--n-boot", "100",
-                 "--prices", str(runs["prices_file"])])
+                 "--prices", str(runs["prices_file"]), "--allow-absent"])
     assert code == 0
     printed = capsys.readouterr().out.splitlines()
     at = printed.index("tokens and cost, baseline -> new (information, never gated):")
@@ -290,6 +290,15 @@ def test_report_compare_baseline_and_gate_show_the_same_figures(runs, capsys):
         ('{"m": {"input": "x", "output": 1', "not JSON or YAML"),
         ("m: {input: cheap, output: 1, input_cache_write: 0, input_cache_read: 0}",
          "model 'm': input: expected a number"),
+        # pydantic takes each of these as a price: refused, naming the field
+        ("m: {input: -2.5, output: 1, input_cache_write: 0, input_cache_read: 0}",
+         "model 'm': input -2.5 is negative: expected a price of 0 or more"),
+        ("m: {input: .nan, output: 1, input_cache_write: 0, input_cache_read: 0}",
+         "model 'm': input nan is not a finite number"),
+        ('{"m": {"input": 1, "output": Infinity, "input_cache_write": 0, "input_cache_read": 0}}',
+         "model 'm': output inf is not a finite number"),
+        ("m: {input: true, output: 1, input_cache_write: 0, input_cache_read: 0}",
+         "model 'm': input true is not a number"),
     ],
 )
 def test_a_bad_prices_file_is_one_line(tmp_path, text, says):
@@ -317,3 +326,67 @@ def test_money_keeps_three_significant_digits_below_a_dollar():
     assert [money(x) for x in (0.0020775, 0.000136, 0.0, 12.345, 1234.5, None)] == [
         "$0.00208", "$0.000136", "$0", "$12.35", "$1,234.50", "—"]
     assert money(-0.0005, sign=True) == "-$0.0005" and money(0.01, sign=True) == "+$0.01"
+
+
+@pytest.mark.slow
+def test_a_misspelt_price_entry_is_named_with_the_closest_model(runs, tmp_path, capsys):
+    """``openai/gpt4o:`` for ``openai/gpt-4o``: the model has no price, and the entry that
+    was meant for it is named, in the cost's reason and in a note."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text(yaml.safe_dump({"openai-api/fake/modela": PRICES["openai-api/fake/model-a"]}))
+    u = run_usage(runs["a"].location, ONCOLOGY_RCT,
+                  list(load_run(runs["a"].location).values.values()), read_prices(prices))
+    assert u.total.dollars is None
+    assert u.total.source == ("no price for openai-api/fake/model-a (--prices FILE); --prices "
+                              "has 'openai-api/fake/modela', not 'openai-api/fake/model-a'")
+    baseline = tmp_path / "b.json"
+    assert main(["baseline", runs["a"].location, "-o", str(baseline), "--prices",
+                 str(prices)]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [
+        "note: --prices entry 'openai-api/fake/modela' matches no model in the logs (closest "
+        "model: openai-api/fake/model-a)"]
+    assert main(["regress", "--n-boot", "100", "--baseline", str(baseline), runs["a"].location,
+                 "--prices", str(prices)]) == 0
+    assert ("note: --prices entry 'openai-api/fake/modela' matches no model in the logs "
+            "(closest model: openai-api/fake/model-a)") in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_usage_reported_on_some_calls_only_is_partial(tmp_path_factory, capsys):
+    """A provider that reports usage on some calls only: the sums are of those calls, said to
+    be partial (``usage reported on 3 of 6 calls``) and the cost a lower bound (``≥``), in the
+    report, the baseline and the gate."""
+    with oncology_module(tmp_path_factory, "partial_usage") as (tmp, _):
+        with FakeOpenAIServer(reply=follower, word_usage=True,
+                              no_usage=lambda text: len(text) % 2 == 0) as server:
+            model = get_model("openai-api/fake/model-a", base_url=server.base_url, api_key="t")
+            [log] = inspect_eval(oncology_rct(), model=model, display="none",
+                                 log_dir=str(tmp / "logs"))
+        calls, without = server.counts["ok"], server.counts["no_usage"]
+        assert 0 < without < calls
+        run = load_run(log.location)
+        model_role = run.roles[0]
+        assert (model_role.calls, model_role.reported) == (calls, calls - without)
+        assert model_role.partial_text() == f"usage reported on {calls - without} of {calls} calls"
+        # the tokens summed are the server's count over the calls that reported them
+        counted = sum(len(_all_text(body).split()) for _, body in server.requests
+                      if not len(_last_user(body)) % 2 == 0)
+        assert model_role.usage.input_tokens == counted
+        prices = {k: ModelCost(**v) for k, v in PRICES.items()}
+        u = run.usage(prices)
+        assert u.total.partial and u.total.dollars is not None
+        from med_evals.usage import cost_text
+
+        assert cost_text(u.total).startswith("≥ $")
+        assert u.costs[0].source == (f"--prices (partial: usage reported on {calls - without} "
+                                     f"of {calls} calls)")
+        baseline = make_baseline([log.location], prices)
+        assert baseline["runs"][0]["usage"]["partial"] is True
+        usage: list[str] = []
+        regress(baseline, [log.location], n_boot=100, usage=usage, prices=prices)
+        assert usage[0].endswith(f"(partial: usage reported on {calls - without} of {calls} "
+                                 "calls of model)")
+        result = build_report([log.location], tmp / "report", n_boot=10, prices=prices)
+        md = result.markdown.read_text()
+        assert f"usage reported on {calls - without} of {calls} calls" in md

@@ -31,16 +31,19 @@ cost").
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
-from inspect_ai.log import EvalLog, read_eval_log
+from inspect_ai.event import ModelEvent
+from inspect_ai.log import EvalLog, EvalSample, read_eval_log
 from inspect_ai.model import ModelCost, ModelUsage
 from pydantic import ValidationError
 
@@ -77,19 +80,34 @@ Prices = Mapping[str, ModelCost]
 @dataclass(frozen=True)
 class RoleUsage:
     """One role of a run: its model (as the log names it) and its tokens (``None``: the log
-    does not hold them)."""
+    does not hold them); ``calls``: the role's calls in the log's samples, ``reported``: how
+    many of them came with their usage (``None``: not counted, a log read without samples)."""
 
     role: str
     model: str
     usage: ModelUsage | None
+    calls: int | None = None
+    reported: int | None = None
+
+    @property
+    def partial(self) -> bool:
+        """Tokens summed over only some of the role's calls (the others reported none)."""
+        return (self.usage is not None and self.calls is not None
+                and self.reported is not None and self.reported < self.calls)
+
+    def partial_text(self) -> str:
+        """``usage reported on 9 of 20 calls`` (empty when not partial)."""
+        return f"usage reported on {self.reported} of {self.calls} calls" if self.partial else ""
 
 
 @dataclass(frozen=True)
 class Cost:
-    """Dollars (``None``: not known here) and where the price came from, or why there is none."""
+    """Dollars (``None``: not known here) and where the price came from, or why there is none;
+    ``partial``: the dollars are of only some calls (a lower bound)."""
 
     dollars: float | None
     source: str
+    partial: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,6 +121,11 @@ class RunUsage:
     answer: str
     answers: int
     per_answer: Cost
+    #: the logs the figures are summed over (1: one attempt; more: a resumed eval's attempts)
+    attempts: int = 1
+    #: what no log could show (calls a killed attempt made after its last flush, in flight at
+    #: the kill): the figures are a lower bound when set
+    unknown: str | None = None
 
 
 # --- prices ----------------------------------------------------------------------------------
@@ -132,6 +155,11 @@ def read_prices(path: str | Path | None) -> dict[str, ModelCost]:
                            "input_cache_write, input_cache_read}} ($ per million tokens)", USAGE)
     out: dict[str, ModelCost] = {}
     for name, cost in data.items():
+        bad = _bad_price(cost)
+        if bad:
+            raise CommandError(f"{where}: model {name!r}: {bad}: expected a price of 0 or more "
+                               "($ per million tokens) for each of input, output, "
+                               "input_cache_write, input_cache_read", USAGE)
         try:
             out[str(name)] = ModelCost.model_validate(cost)
         except ValidationError as ex:
@@ -139,6 +167,48 @@ def read_prices(path: str | Path | None) -> dict[str, ModelCost]:
             raise CommandError(f"{where}: model {name!r}: {fields}: expected a number for each of "
                                "input, output, input_cache_write, input_cache_read ($ per "
                                "million tokens)", USAGE) from None
+    return out
+
+
+def _bad_price(cost: Any) -> str | None:
+    """What is wrong with one model's prices beyond what :class:`ModelCost` checks: a field
+    that is ``true``/``false``, NaN, infinite or negative (pydantic takes them all as prices);
+    None otherwise (text that is no number and missing fields are :class:`ModelCost`'s to
+    name)."""
+    if not isinstance(cost, Mapping):
+        return None
+    for field_name, value in cost.items():
+        if isinstance(value, bool):
+            return f"{field_name} {str(value).lower()} is not a number"
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if not math.isfinite(number):
+            return f"{field_name} {value!r} is not a finite number"
+        if number < 0:
+            return f"{field_name} {value!r} is negative"
+    return None
+
+
+def _closest_entry(model: str, prices: Prices | None) -> str:
+    """``; the --prices entry 'openai/gpt4o' is not its name (its closest)`` when an entry of
+    the prices file looks like ``model`` (a typo), else empty."""
+    close = difflib.get_close_matches(model, list(prices or {}), n=1, cutoff=0.6)
+    return f"; --prices has '{close[0]}', not '{model}'" if close else ""
+
+
+def unmatched_prices(prices: Prices | None, models: Iterable[str]) -> list[str]:
+    """One line per ``--prices`` entry that names no model of the runs (a typo, or a model the
+    logs do not hold), with the closest model where one is close."""
+    names = sorted(set(models))
+    out = []
+    for entry in prices or {}:
+        if entry in names:
+            continue
+        close = difflib.get_close_matches(entry, names, n=1, cutoff=0.6)
+        hint = f" (closest model: {close[0]})" if close else ""
+        out.append(f"--prices entry '{entry}' matches no model in the logs{hint}")
     return out
 
 
@@ -164,12 +234,20 @@ def _less(total: ModelUsage, part: ModelUsage) -> ModelUsage:
 
 
 def role_usages(log: EvalLog) -> list[RoleUsage]:
-    """The run's roles and their tokens: the model under test first, then each bound role in
-    the log's order, then any other model the log counted (see the module's docstring)."""
-    model = log.eval.model
+    """The run's roles and their tokens, from the log's header (``log.stats``): the model under
+    test first, then each bound role in the log's order, then any other model the log counted
+    (see the module's docstring)."""
     stats = log.stats
-    by_model: dict[str, ModelUsage] = dict(stats.model_usage or {})
-    by_role: dict[str, ModelUsage] = dict(stats.role_usage or {})
+    return _attributed(log, dict(stats.model_usage or {}), dict(stats.role_usage or {}))
+
+
+def _attributed(
+    log: EvalLog, by_model: dict[str, ModelUsage], by_role: dict[str, ModelUsage],
+    calls: Mapping[tuple[str, str | None], tuple[int, int]] | None = None,
+) -> list[RoleUsage]:
+    """Tokens by model name and by role, attributed to the run's roles (the module's
+    docstring); ``calls``: (model, role or None) -> (calls, calls that reported usage)."""
+    model = log.eval.model
     bound = {role: _models_of(b) for role, b in (log.eval.model_roles or {}).items()}
     graders = (log.eval.metadata or {}).get("graders") or {}
     for role, name in graders.items() if isinstance(graders, dict) else ():
@@ -177,19 +255,139 @@ def role_usages(log: EvalLog) -> list[RoleUsage]:
     for role in by_role:
         bound.setdefault(role, [])
     names = [model, *(n for ns in bound.values() for n in ns)]
+
+    def counted(match: Any) -> tuple[int | None, int | None]:
+        if calls is None:
+            return None, None
+        hits = [v for k, v in calls.items() if match(*k)]
+        return sum(c for c, _ in hits), sum(r for _, r in hits)
+
     roles: list[RoleUsage] = []
     for role, models in bound.items():
         usage = by_role.get(role)
         if usage is None and len(models) == 1 and names.count(models[0]) == 1:
             usage = by_model.get(models[0])  # the role's model serves it alone
-        roles.append(RoleUsage(role, ", ".join(models) or "(not named in the log)", usage))
+        roles.append(RoleUsage(role, ", ".join(models) or "(not named in the log)", usage,
+                               *counted(lambda m, r, role=role: r == role)))
     own: ModelUsage | None = by_model.get(model)
     for r, models in zip(roles, bound.values(), strict=True):
         if own is not None and model in models:
             own = None if r.usage is None or len(models) > 1 else _less(own, r.usage)
-    others = [RoleUsage(OTHER_ROLE, name, usage) for name, usage in by_model.items()
-              if name not in names]
-    return [RoleUsage(MODEL_ROLE, model, own), *roles, *others]
+    others = [RoleUsage(OTHER_ROLE, name, usage,
+                        *counted(lambda m, r, name=name: r is None and m == name))
+              for name, usage in by_model.items() if name not in names]
+    return [RoleUsage(MODEL_ROLE, model, own,
+                      *counted(lambda m, r: r is None and m == model)), *roles, *others]
+
+
+def _sum_into(total: dict[str, ModelUsage], part: Mapping[str, ModelUsage]) -> None:
+    for name, usage in part.items():
+        total[name] = total[name] + usage if name in total else usage
+
+
+def _calls_of(samples: Iterable[EvalSample]) -> dict[tuple[str, str | None], tuple[int, int]]:
+    """(model, role) -> (its calls in the samples' events, those that reported usage). A reply
+    served from Inspect's cache is not a call (not paid), nor is a call that failed."""
+    out: dict[tuple[str, str | None], tuple[int, int]] = {}
+    for s in samples:
+        for e in s.events or []:
+            if not isinstance(e, ModelEvent) or e.pending or e.error or e.cache == "read":
+                continue
+            calls, reported = out.get((e.model, e.role), (0, 0))
+            out[(e.model, e.role)] = (calls + 1, reported + (e.output.usage is not None))
+    return out
+
+
+def sample_role_usages(
+    log: EvalLog, samples: Sequence[EvalSample] | None = None
+) -> list[RoleUsage]:
+    """The run's roles and their tokens summed over its samples (``samples``, default the
+    log's own): each sample record's ``model_usage`` and ``role_usage``, as Inspect counted
+    them, whichever attempt of the eval made it (a sample an ``eval-retry`` reused keeps its
+    usage). With each role's calls and those that reported usage (:attr:`RoleUsage.partial`).
+    A log read without samples: its header's figures (:func:`role_usages`)."""
+    records = list(log.samples or []) if samples is None else list(samples)
+    if not records:
+        return role_usages(log)
+    by_model: dict[str, ModelUsage] = {}
+    by_role: dict[str, ModelUsage] = {}
+    for s in records:
+        _sum_into(by_model, s.model_usage or {})
+        _sum_into(by_role, s.role_usage or {})
+    return _attributed(log, by_model, by_role, _calls_of(records))
+
+
+# --- every attempt of an eval -------------------------------------------------------------
+
+#: what no log shows of an attempt that stopped before the end (killed, or stopped by an error)
+KILLED = ("calls an earlier attempt made after its last flush to the log, and calls in flight "
+          "when it stopped (killed or failed), are in no log")
+#: what no log shows when a resumed run's earlier attempt is not among the logs given
+EARLIER_MISSING = ("an earlier attempt's log was not given (eval-set removes it after a "
+                   "successful retry): only the samples this log reused from it are counted")
+
+
+@dataclass(frozen=True)
+class Paid:
+    """What an eval paid for, over every attempt of it whose log was given: each role's tokens
+    over every sample record of every attempt, each record once (a sample an ``eval-retry``
+    reused is the same record in both logs); ``attempts``: the logs read; ``unknown``: what no
+    log could show (``None``: nothing)."""
+
+    roles: list[RoleUsage]
+    attempts: int = 1
+    unknown: str | None = None
+
+
+def _when(text: str | None) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def reused_samples(log: EvalLog) -> int:
+    """Samples a resumed run took over from an earlier attempt: completed before the log's own
+    run started (``inspect eval-retry``, or ``eval-set`` run again, keeps them as they were)."""
+    start = _when(log.stats.started_at if log.stats else None)
+    if start is None:
+        return 0
+    return sum(1 for s in log.samples or []
+               if (done := _when(s.completed_at)) is not None and done < start)
+
+
+def paid_usage(finished: EvalLog, earlier: Sequence[EvalLog] = (),
+               unreadable: Sequence[str] = ()) -> Paid:
+    """What the eval of ``finished`` paid for: its sample records and those of its ``earlier``
+    attempts' logs (killed, recovered, errored), each record once (by sample, epoch and
+    completion time), attributed to the finished run's roles. ``unknown`` names what no log
+    shows: calls after a killed attempt's last flush (:data:`KILLED`), an earlier attempt whose
+    log was not given (:data:`EARLIER_MISSING`), earlier logs that could not be read
+    (``unreadable``)."""
+    records: dict[tuple[Any, ...], EvalSample] = {}
+    for i, log in enumerate([finished, *earlier]):
+        for s in log.samples or []:
+            key = (str(s.id), s.epoch, s.completed_at or f"{i}:{s.started_at}:{id(s)}")
+            records.setdefault(key, s)
+    unknown = []
+    if earlier:
+        unknown.append(KILLED)
+    elif reused_samples(finished):
+        unknown.append(EARLIER_MISSING)
+    if unreadable:
+        unknown.append("earlier logs that could not be read: " + ", ".join(unreadable))
+    roles = sample_role_usages(finished, list(records.values())) if records else role_usages(
+        finished)
+    return Paid(roles, 1 + len(earlier) + len(unreadable), "; ".join(unknown) or None)
+
+
+def merged_paid(paid: Sequence[Paid | None]) -> Paid | None:
+    """The shards of one run: their attempts' figures summed (:func:`merged_roles`)."""
+    if not paid or any(p is None for p in paid):
+        return None
+    shown = [p for p in paid if p is not None]
+    unknown = "; ".join(dict.fromkeys(p.unknown for p in shown if p.unknown)) or None
+    return Paid(merged_roles([p.roles for p in shown]), sum(p.attempts for p in shown), unknown)
 
 
 def read_role_usages(path: str) -> list[RoleUsage]:
@@ -228,15 +426,18 @@ def role_cost(role: RoleUsage, prices: Prices | None = None) -> Cost:
         return Cost(None, REPLAYED)
     if role.usage is None:
         return Cost(None, "no token counts in the log")
+    partial = role.partial
+    note = f" (partial: {role.partial_text()})" if partial else ""
     price = (prices or {}).get(role.model)
     if price is not None:
-        return Cost(priced(price, role.usage), FROM_PRICES)
+        return Cost(priced(price, role.usage), FROM_PRICES + note, partial)
     if role.usage.total_cost is not None:
-        return Cost(float(role.usage.total_cost), FROM_LOG)
+        return Cost(float(role.usage.total_cost), FROM_LOG + note, partial)
     info = database_model_info(role.model)
     if info is not None and info.cost is not None:
-        return Cost(priced(info.cost, role.usage), FROM_INSPECT)
-    return Cost(None, f"no price for {role.model} (--prices FILE)")
+        return Cost(priced(info.cost, role.usage), FROM_INSPECT + note, partial)
+    typo = _closest_entry(role.model, prices)
+    return Cost(None, f"no price for {role.model} (--prices FILE){typo}")
 
 
 def run_cost(roles: Sequence[RoleUsage], costs: Sequence[Cost]) -> Cost:
@@ -249,7 +450,8 @@ def run_cost(roles: Sequence[RoleUsage], costs: Sequence[Cost]) -> Cost:
     if unknown:
         return Cost(None, "; ".join(dict.fromkeys(unknown)))
     return Cost(math.fsum(c.dollars or 0.0 for _, c in ours),
-                ", ".join(dict.fromkeys(c.source for _, c in ours)))
+                ", ".join(dict.fromkeys(c.source for _, c in ours)),
+                any(c.partial for _, c in ours))
 
 
 def answer_kind(study: Study) -> str:
@@ -277,27 +479,32 @@ def cost_per_answer(total: Cost, answers: int) -> Cost:
         return total
     if answers == 0:
         return Cost(None, "no answer to divide by")
-    return Cost(total.dollars / answers, total.source)
+    return Cost(total.dollars / answers, total.source, total.partial)
 
 
 def merged_roles(per_log: Sequence[Sequence[RoleUsage]]) -> list[RoleUsage]:
     """The roles of one run written as several logs (the shards of a run split by sample
     ranges: :func:`med_evals.logs.merge_shards`): each role's tokens summed over the logs
-    (``None`` when one log lacks them), in the first log's order."""
-    out: dict[tuple[str, str], ModelUsage | None] = {}
-    seen: dict[tuple[str, str], int] = {}
+    (``None`` when one log lacks them), in the first log's order; its calls likewise."""
+    out: dict[tuple[str, str], list[RoleUsage]] = {}
     for roles in per_log:
         for r in roles:
-            key = (r.role, r.model)
-            seen[key] = seen.get(key, 0) + 1
-            if key not in out:
-                out[key] = r.usage
-            else:
-                prev = out[key]
-                out[key] = None if prev is None or r.usage is None else prev + r.usage
+            out.setdefault((r.role, r.model), []).append(r)
     n = len(per_log)
-    return [RoleUsage(role, model, usage if seen[(role, model)] == n else None)
-            for (role, model), usage in out.items()]
+    merged = []
+    for (role, model), parts in out.items():
+        usage: ModelUsage | None = None
+        if len(parts) == n and all(p.usage is not None for p in parts):
+            usage = ModelUsage()
+            for p in parts:
+                assert p.usage is not None
+                usage = usage + p.usage
+        counted = all(p.calls is not None and p.reported is not None for p in parts)
+        merged.append(RoleUsage(
+            role, model, usage,
+            sum(p.calls or 0 for p in parts) if counted else None,
+            sum(p.reported or 0 for p in parts) if counted else None))
+    return merged
 
 
 def run_usage(
@@ -311,7 +518,7 @@ def run_usage(
     if isinstance(log, str):
         roles = read_role_usages(log)
     elif isinstance(log, EvalLog):
-        roles = role_usages(log)
+        roles = sample_role_usages(log)
     elif all(isinstance(r, RoleUsage) for r in log):
         roles = [r for r in log if isinstance(r, RoleUsage)]
     else:
@@ -320,6 +527,16 @@ def run_usage(
     total = run_cost(roles, costs)
     n = answer_count(study, values)
     return RunUsage(roles, costs, total, answer_kind(study), n, cost_per_answer(total, n))
+
+
+def paid_run_usage(
+    paid: Paid, study: Study, values: Sequence[Mapping[str, Any]], prices: Prices | None = None,
+) -> RunUsage:
+    """:func:`run_usage` of what an eval paid for over its attempts (:class:`Paid`), with the
+    number of attempts and what no log shows."""
+    u = run_usage(paid.roles, study, values, prices)
+    return RunUsage(u.roles, u.costs, u.total, u.answer, u.answers, u.per_answer,
+                    paid.attempts, paid.unknown)
 
 
 # --- text and records -------------------------------------------------------------------------
@@ -342,9 +559,10 @@ def money(dollars: float | None, sign: bool = False) -> str:
 
 
 def cost_text(cost: Cost) -> str:
-    """A cost as printed: dollars, ``none (replayed)``, or :data:`MISSING`."""
+    """A cost as printed: dollars (``≥ $0.0021`` when partial: a lower bound), ``none
+    (replayed)``, or :data:`MISSING`."""
     if cost.dollars is not None:
-        return money(cost.dollars)
+        return ("≥ " if cost.partial else "") + money(cost.dollars)
     return REPLAYED if cost.source == REPLAYED else MISSING
 
 
@@ -359,14 +577,18 @@ def usage_record(u: RunUsage) -> dict[str, Any]:
             {"role": r.role, "model": r.model,
              "tokens": None if r.usage is None else {
                  k: getattr(r.usage, k) for k in TOKEN_FIELDS},
-             "cost": c.dollars, "priced_by": c.source}
+             "calls": r.calls, "calls_with_usage": r.reported,
+             "cost": c.dollars, "priced_by": c.source, "partial": c.partial}
             for r, c in zip(u.roles, u.costs, strict=True)
         ],
         "cost": u.total.dollars,
         "priced_by": u.total.source,
+        "partial": u.total.partial,
         "answer": u.answer,
         "answers": u.answers,
         "cost_per_answer": u.per_answer.dollars,
+        "attempts": u.attempts,
+        "unknown": u.unknown,
     }
 
 
@@ -377,11 +599,14 @@ def from_record(record: Mapping[str, Any]) -> RunUsage:
         tokens = r.get("tokens")
         usage = None if tokens is None else ModelUsage(**{
             k: v for k, v in tokens.items() if k in ModelUsage.model_fields})
-        roles.append(RoleUsage(str(r.get("role")), str(r.get("model")), usage))
-        costs.append(Cost(r.get("cost"), str(r.get("priced_by") or "")))
-    source = str(record.get("priced_by") or "")
-    return RunUsage(roles, costs, Cost(record.get("cost"), source), str(record.get("answer")),
-                    int(record.get("answers") or 0), Cost(record.get("cost_per_answer"), source))
+        roles.append(RoleUsage(str(r.get("role")), str(r.get("model")), usage, r.get("calls"),
+                               r.get("calls_with_usage")))
+        costs.append(Cost(r.get("cost"), str(r.get("priced_by") or ""), bool(r.get("partial"))))
+    source, partial = str(record.get("priced_by") or ""), bool(record.get("partial"))
+    return RunUsage(roles, costs, Cost(record.get("cost"), source, partial),
+                    str(record.get("answer")), int(record.get("answers") or 0),
+                    Cost(record.get("cost_per_answer"), source, partial),
+                    int(record.get("attempts") or 1), record.get("unknown"))
 
 
 def _change(old: float | int | None, new: float | int | None, shown: Any, signed: Any) -> str:
@@ -398,24 +623,51 @@ def _signed_money(dollars: float) -> str:
     return money(dollars, sign=True)
 
 
+def partial_note(u: RunUsage) -> str:
+    """`` (partial: usage reported on 9 of 20 calls of model)``: where some calls of a role
+    reported no usage, the sums are of the others (a lower bound); empty otherwise."""
+    parts = [f"{r.partial_text()} of {r.role}" for r in u.roles if r.partial]
+    return f" (partial: {'; '.join(parts)})" if parts else ""
+
+
+def paid_line(paid: RunUsage, used: RunUsage) -> str:
+    """What an eval paid for over its attempts, beside what its finished run used: ``paid
+    over 2 attempts: input tokens at least 370 (used by the finished run: 360), ...; calls
+    ... are in no log``. Empty when the eval ran once and nothing is unknown."""
+    if paid.attempts <= 1 and not paid.unknown:
+        return ""
+    at_least = "at least " if paid.unknown else ""
+    total, used_total = total_usage(paid.roles), total_usage(used.roles)
+    parts = [f"{TOKEN_FIELDS[k]} {at_least}{count_text(token_count(total, k))} (used by the "
+             f"finished run: {count_text(token_count(used_total, k))})"
+             for k in ("input_tokens", "output_tokens")]
+    cost = cost_text(paid.total)
+    parts.append(f"cost {at_least if paid.total.dollars is not None else ''}{cost}")
+    what = f"paid over {paid.attempts} attempt{'s' if paid.attempts > 1 else ''} of the eval"
+    tail = f"; unknown: {paid.unknown}" if paid.unknown else ""
+    return f"{what}: {', '.join(parts)}{tail}"
+
+
 def change_line(old: RunUsage | None, new: RunUsage) -> str:
     """The change in a run's tokens (all roles together) and cost, baseline -> new, as
-    ``regress`` prints it (information, never gated)."""
+    ``regress`` prints it (information, never gated). Both sides are what the finished run
+    used (every sample record of its log, reused ones included): a resumed run costs what an
+    uninterrupted one does, never less (:func:`paid_line` says what its attempts paid)."""
     total = total_usage(new.roles)
     if old is None:
         tokens = "; ".join(f"{TOKEN_FIELDS[k]} {count_text(token_count(total, k))}"
                            for k in ("input_tokens", "output_tokens", "reasoning_tokens"))
         return (f"{tokens}; cost {cost_text(new.total)}; cost per {new.answer} "
-                f"{cost_text(new.per_answer)} (the baseline holds no token counts: recorded "
-                "before med-evals recorded them)")
+                f"{cost_text(new.per_answer)}{partial_note(new)} (the baseline holds no token "
+                "counts: recorded before med-evals recorded them)")
     before = total_usage(old.roles)
     parts = [f"{TOKEN_FIELDS[k]} " + _change(token_count(before, k), token_count(total, k),
                                              count_text, _signed_count)
              for k in ("input_tokens", "output_tokens", "reasoning_tokens")]
     for label, a, b in (("cost", old.total, new.total),
                         (f"cost per {new.answer}", old.per_answer, new.per_answer)):
-        if a.dollars is None or b.dollars is None:
+        if a.dollars is None or b.dollars is None or a.partial or b.partial:
             parts.append(f"{label} {cost_text(a)} -> {cost_text(b)}")
         else:
             parts.append(f"{label} {_change(a.dollars, b.dollars, money, _signed_money)}")
-    return "; ".join(parts)
+    return "; ".join(parts) + partial_note(new)

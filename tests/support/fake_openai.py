@@ -117,19 +117,22 @@ class FakeOpenAIServer:
         error_code: int | None = None,
         fail: Fail | None = None,
         word_usage: bool = False,
+        no_usage: Callable[[str], bool] | None = None,
         batch_polls: int = 1,
         batch_errors: str = "response",
         reject_batches: bool = False,
     ) -> None:
         """``fail``: requests whose last user message it maps to a status fail with it, directly
         or inside a batch. ``word_usage``: usage counts words (prompt: every message; completion:
-        the reply) instead of the fixed 10 + 1 tokens. ``batch_polls``: status polls a batch
-        answers ``in_progress`` before ``completed``."""
+        the reply) instead of the fixed 10 + 1 tokens; ``no_usage``: chat replies to requests
+        whose last user message it maps to True carry no ``usage`` (a provider that reports
+        usage on some calls only). ``batch_polls``: status polls a batch answers
+        ``in_progress`` before ``completed``."""
         if batch_errors not in BATCH_ERROR_SHAPES:
             raise ValueError(f"batch_errors must be one of {BATCH_ERROR_SHAPES}")
         self.reply, self.latency, self.model = reply, latency, model
         self.error_code = error_code  # every injected error has this code (default: 429 or 500)
-        self.fail, self.word_usage = fail, word_usage
+        self.fail, self.word_usage, self.no_usage = fail, word_usage, no_usage
         self.batch_polls, self.batch_errors = batch_polls, batch_errors
         self.reject_batches = reject_batches
         self.requests: list[tuple[str, dict[str, Any]]] = []
@@ -278,6 +281,16 @@ class FakeOpenAIServer:
 
     def _chat(self, body: dict[str, Any], text: str) -> dict[str, Any]:
         prompt, completion = self._usage(body, text)
+        if self.no_usage is not None and self.no_usage(_last_user(body)):
+            with self._lock:
+                self.counts["no_usage"] += 1
+            return {k: v for k, v in self._chat_body(body, text, prompt, completion).items()
+                    if k != "usage"}
+        return self._chat_body(body, text, prompt, completion)
+
+    def _chat_body(
+        self, body: dict[str, Any], text: str, prompt: int, completion: int
+    ) -> dict[str, Any]:
         return {
             "id": "chatcmpl-fake",
             "object": "chat.completion",

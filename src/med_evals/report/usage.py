@@ -20,6 +20,7 @@ from med_evals.usage import (
     RunUsage,
     answers_name,
     cost_text,
+    paid_line,
     token_count,
 )
 
@@ -32,7 +33,11 @@ ABOUT = (
     "Inspect's own price data; a replayed model's cost is the recording's, not ours "
     f"({REPLAYED}); a run's cost is unknown (—) when one of its roles' is. Cost per answer: the "
     "run's cost over its correct answers (the oncology study: its valid replies), every epoch's "
-    "calls counted. Definitions: docs/numbers.md, 'Tokens and cost'."
+    "calls counted. The figures are what the run's samples used (a run resumed after a kill: "
+    "every sample once, those its first attempt made included); what a resumed eval paid over "
+    "all its attempts is said below its table. Where a provider reported usage on some calls "
+    "only, the sums are of those ('usage reported on 9 of 20 calls') and the cost a lower bound "
+    "(≥). Definitions: docs/numbers.md, 'Tokens and cost'."
 )
 
 
@@ -44,6 +49,7 @@ def usage_rows(
     cache = [f for f in CACHE_FIELDS
              if any(token_count(r.usage, f) is not None for u in usages for r in u.roles)]
     fields = ["input_tokens", *cache, "output_tokens", "reasoning_tokens"]
+    partial = any(r.partial for u in usages for r in u.roles)
     per_run, per_role = [], []
     for run, u in zip(runs, usages, strict=True):
         label, log = labels[id(run)], Path(run.path).name
@@ -61,6 +67,8 @@ def usage_rows(
                 "role": role.role,
                 "model": role.model,
                 **{TOKEN_FIELDS[f]: token_count(role.usage, f) for f in fields},
+                **({"usage reported": (f"{role.reported} of {role.calls} calls"
+                                       if role.calls is not None else None)} if partial else {}),
                 "cost": cost_text(cost),
             })
     return per_run, per_role
@@ -86,3 +94,7 @@ def usage_section(
         doc.table(per_run, f"{study.title}: each run's cost and cost per "
                   f"{usages[0].answer}", keys=2)
         doc.table(per_role, f"{study.title}: tokens and cost per role", keys=2)
+        for run, used in zip(study_runs, usages, strict=True):
+            paid = run.paid_usage(prices)
+            if paid is not None:
+                doc.p(f"{labels[id(run)]}: {paid_line(paid, used)}", "warn")
