@@ -125,7 +125,8 @@ def test_a_kill_during_baseline_keeps_the_earlier_baseline(logs, tmp_path, capsy
             break
         assert base.read_bytes() == before
     capsys.readouterr()
-    assert cli_main(["regress", "--n-boot", "100", "--baseline", str(base), follower[0]]) == 0
+    assert cli_main(["regress", "--n-boot", "100", "--allow-absent", "--baseline", str(base),
+                     follower[0]]) == 0
 
 
 # --- the report -------------------------------------------------------------------------

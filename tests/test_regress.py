@@ -10,7 +10,7 @@ from inspect_ai.model import get_model
 
 from med_evals.cli import main as cli_main
 from med_evals.exit_codes import table_text
-from med_evals.regress import make_baseline, read_baseline, regress
+from med_evals.regress import decide, make_baseline, read_baseline, regress
 from med_evals.studies import spec
 from med_evals.tasks.oncology_rct import oncology_rct
 
@@ -120,7 +120,7 @@ def test_changed_setup_is_reported_not_a_regression(runs):
 def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     path = tmp_path / "baseline.json"
     assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
-    assert read_baseline(path)["format"] == 2
+    assert read_baseline(path)["format"] == 3
     assert json.loads(path.read_text())["runs"][0]["task"] == "oncology_rct"
     assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["same"])]) == 0
     assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["worse"])]) == 1
@@ -179,8 +179,16 @@ def test_a_baseline_run_of_each_setup_is_matched_before_a_changed_setup(runs):
     """A baseline holding one model in two setups: each new run is compared with its own."""
     baseline = make_baseline([runs["baseline"], runs["other_setup"]])
     rows, notes = regress(baseline, [runs["other_setup"]], n_boot=50)
-    assert {r.verdict for r in rows} <= {"ok", "info"} and rows
-    assert len(notes) == 1 and "no new run in the logs given was compared" in notes[0]
+    assert {r.verdict for r in rows} <= {"ok", "info", "absent"} and rows
+    # the baseline run no new run was compared with: undecided, unless accepted
+    [absent] = [r for r in rows if r.verdict == "absent"]
+    assert "no new run in the logs given was compared with it" in absent.detail
+    assert decide(rows).code == 3
+    assert any(line.startswith("undecided: oncology_rct / mockllm/reader: baseline run no new "
+                               "run in the logs given was compared with it (")
+               and line.endswith("(--allow-absent accepts it)") for line in decide(rows).lines)
+    assert decide(rows, allow_absent=True).code == 0
+    assert not notes
 
 
 def test_nothing_matching_the_baseline_is_undecided(runs, tmp_path, capsys):
@@ -413,7 +421,8 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
     seen = []
     real = regress_module.regress
 
-    def spy(baseline, logs, n_boot=1000, all_metrics=False, prices=None, usage=None):
+    def spy(baseline, logs, n_boot=1000, all_metrics=False, prices=None, usage=None,
+            models=None):
         seen.append(n_boot)
         return real(baseline, logs, n_boot=100, all_metrics=all_metrics)
 
@@ -484,7 +493,7 @@ def test_runs_are_matched_one_to_one():
     """A new run takes the baseline run of its own model and setup; a run of another model
     falls back to a baseline run of the same setup only when no other run has taken it."""
     from med_evals.logs import Run
-    from med_evals.regress import match_runs, setup_of
+    from med_evals.regress import match_runs
 
     def run(model: str, condition: str, path: str) -> Run:
         prov = {"task_args": {"condition": condition}, "prompt": "p", "revision": "r"}
@@ -492,7 +501,7 @@ def test_runs_are_matched_one_to_one():
 
     def base(r: Run) -> dict:
         return {"task": r.task, "model": r.model, "task_args": r.task_args,
-                "setup": setup_of(r), "log": Path(r.path).name, "samples": {}}
+                "setup": r.setup, "log": Path(r.path).name, "samples": {}}
 
     old = [run("m1", "x", "o1.eval"), run("m2", "x", "o2.eval")]
     new = [run("m2", "x", "n2.eval"), run("m3", "x", "n3.eval"), run("m1", "x", "n1.eval")]
@@ -502,3 +511,67 @@ def test_runs_are_matched_one_to_one():
     assert m.pairs == {0: 0}  # the setup alone (a replay file moved) when nothing else wants it
     m = match_runs([base(old[0])], [new[1], run("m4", "x", "n4.eval")])
     assert m.pairs == {} and set(m.ambiguous) == {0, 1}
+
+
+@pytest.mark.slow
+def test_a_log_whose_samples_cannot_be_read_stops_the_gate(runs, tmp_path, capsys, monkeypatch):
+    """A log whose header reads but whose samples do not (a corrupted sample record; a store
+    that drops between the header and the samples) is never filed as another task's log: the
+    gate and the baseline exit 2 naming it, the report exits 1 and says how many runs it
+    could not show."""
+    import shutil
+
+    from .support.corrupt import corrupt_sample
+
+    good = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(runs["baseline"]), "-o", str(good)]) == 0
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    [log] = [Path(p) for p in _logs_in(runs["same"])]
+    bad = logs / log.name
+    shutil.copy(log, bad)
+    corrupt_sample(bad)
+    capsys.readouterr()
+    for argv in (["regress", *NB, "--baseline", str(good), str(logs)],
+                 ["baseline", str(logs), "-o", str(tmp_path / "b2.json")]):
+        assert cli_main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"med-evals {argv[0]}: error: {bad}: unreadable log (")
+        assert err.endswith("): the gate reads every sample of a run; read it again or give its "
+                            "logs without it\n")
+        assert err.count("\n") == 1
+    assert not (tmp_path / "b2.json").exists()
+    # the report shows what it could read, says what it could not, and exits 1
+    shutil.copytree(runs["slightly"], logs, dirs_exist_ok=True)
+    assert cli_main(["report", str(logs), "--out", str(tmp_path / "report")]) == 1
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        "med-evals report: error: the report shows 1 run; 1 study run(s) could not be shown (an "
+        "unreadable log, a run that did not finish, or a study log without scores): listed "
+        "above as skipped")
+    assert f"skipped: {bad}: unreadable log (" in err
+    md = (tmp_path / "report" / "report.md").read_text()
+    assert "the report shows 1 run; 1 study run(s) could not be shown" in md
+
+    # a store that drops between the header and the samples: the same, from the same code
+    import med_evals.logs as logs_module
+
+    real = logs_module.read_eval_log
+
+    def dropping(path, header_only=False, **kw):
+        if not header_only:
+            raise ConnectionError("Connection was closed before we received a valid response")
+        return real(path, header_only=header_only, **kw)
+
+    monkeypatch.setattr(logs_module, "read_eval_log", dropping)
+    assert cli_main(["regress", *NB, "--baseline", str(good), str(runs["same"])]) == 2
+    assert capsys.readouterr().err == (
+        f"med-evals regress: error: {log}: unreadable log (Connection was closed before we "
+        "received a valid response): the gate reads every sample of a run; read it again or "
+        "give its logs without it\n")
+
+
+def _logs_in(folder: Path) -> list[str]:
+    from med_evals.logs import expand_log_paths
+
+    return expand_log_paths([folder])

@@ -169,12 +169,17 @@ def test_baseline_and_regress_over_s3_match_a_local_copy(runs, capsys):
         regress(base, [logs], n_boot=10) for logs in (runs.uri, str(runs.local)))
     assert rows_s3 == rows_local and len(rows_s3) == 12 and notes_s3 == notes_local == []
     assert decide(rows_s3).code == 0
-    # the command, on one run's log named by its URI (the other baseline run: a note)
+    # the command, on one run's log named by its URI: the other baseline run has no new run
+    # (undecided, unless accepted)
     one = str(runs.logs[0].location)
-    assert cli_main(["regress", *NB, "--baseline", str(runs.baseline), one]) == 0
+    assert cli_main(["regress", *NB, "--baseline", str(runs.baseline), one]) == 3
+    out, _ = _err_lines(capsys)
+    assert "baseline run no new run in the logs given was compared with it" in out
+    assert cli_main(["regress", *NB, "--allow-absent", "--baseline", str(runs.baseline), one]) == 0
     out, err = _err_lines(capsys)
     assert "pass: 6 gated metric(s) tested, 0 regressions" in out
-    assert len(err) == 1 and err[0].startswith("note: ") and "no new run" in err[0]
+    assert "accepted (--allow-absent): 1 baseline run(s) without a new run: " in out
+    assert err == []
 
 
 @pytest.mark.slow

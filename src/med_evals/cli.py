@@ -141,6 +141,13 @@ def _report(args: argparse.Namespace) -> int:
     for line in result.notes:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
     print(terminal(f"wrote {result.markdown}, {result.html} and {len(result.figures)} figures"))
+    if result.not_shown:
+        from med_evals.exit_codes import FAILED
+        from med_evals.report.build import not_shown_line
+
+        print(f"med-evals report: error: {not_shown_line(result.shown, result.not_shown)}: "
+              "listed above as skipped", file=sys.stderr)
+        return FAILED
     return 0
 
 
@@ -149,10 +156,18 @@ def _baseline(args: argparse.Namespace) -> int:
     from med_evals.usage import read_prices
 
     check_output(args.output)  # before reading any log
-    baseline = make_baseline(args.logs, read_prices(args.prices))
+    prices = read_prices(args.prices)
+    baseline = make_baseline(args.logs, prices)
     save_baseline(baseline, args.output)
     for line in baseline["skipped"]:
         print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
+    for r in baseline["runs"]:
+        if r.get("partial"):
+            print(terminal(f"warning: {r['task']} / {r['model']} is a partial run: "
+                           f"{r['partial']}; the gate compares later runs on these samples "
+                           "only", one_line=True), file=sys.stderr)
+    _price_notes(prices, [role["model"] for r in baseline["runs"]
+                          for role in (r.get("usage") or {}).get("roles") or []])
     runs = ", ".join(
         f"{r['task']} / {r['model']} ({len(r['samples'])} samples)" for r in baseline["runs"]
     )
@@ -167,9 +182,11 @@ def _regress(args: argparse.Namespace) -> int:
 
     if args.n_boot < 100:
         raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples")
-    prices, usage = read_prices(args.prices), list[str]()
+    prices, usage, models = read_prices(args.prices), list[str](), list[str]()
     rows, notes = regress(read_baseline(args.baseline), args.logs, n_boot=args.n_boot,
-                          all_metrics=args.all_metrics, prices=prices, usage=usage)
+                          all_metrics=args.all_metrics, prices=prices, usage=usage,
+                          models=models)
+    _price_notes(prices, models)
     for line in notes:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
     if rows:
@@ -179,9 +196,18 @@ def _regress(args: argparse.Namespace) -> int:
     if usage:
         print("tokens and cost, baseline -> new (information, never gated):")
         print("\n".join(terminal(f"  {line}", one_line=True) for line in usage))
-    decision = decide(rows, allow_untested=args.allow_untested)
+    decision = decide(rows, allow_untested=args.allow_untested, allow_absent=args.allow_absent)
     print("\n" + "\n".join(terminal(line, one_line=True) for line in decision.lines))
     return decision.code
+
+
+def _price_notes(prices: dict, models: list[str]) -> None:
+    """One ``note:`` line per ``--prices`` entry that names no model of the runs read (a typo:
+    the closest model named)."""
+    from med_evals.usage import unmatched_prices
+
+    for line in unmatched_prices(prices, models):
+        print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
 
 
 def _subset_make(args: argparse.Namespace) -> int:
@@ -367,6 +393,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="accept gated metrics that could not be tested (listed, with the reason) instead "
         "of exiting 3, as long as at least one metric was tested",
+    )
+    p.add_argument(
+        "--allow-absent",
+        action="store_true",
+        help="accept baseline runs that no new run was compared with (a job gating part of "
+        "what its baseline records) instead of exiting 3; they are listed",
     )
     p.add_argument(
         "--n-boot",

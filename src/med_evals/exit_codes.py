@@ -8,12 +8,13 @@ One table, here, for the code and the docs (``docs/exit_codes.md`` prints it; ``
       none regressed)
 1     the command ran and what it checked or ran failed: ``regress``, a regression beyond
       sampling noise; ``fetch``, the source still failed after the retries; ``compare``, a run
-      did not complete
+      did not complete; ``report``, some study runs could not be shown (listed)
 2     usage or input error, before any work: a bad argument, a missing, empty, unreadable or
       malformed input (log, baseline, table, replay file), an output path that cannot be
       written, nothing to work on (an empty folder, no matching log, no question built)
 3     ``regress``: the gate cannot decide: a run that did not finish, nothing matched the
-      baseline, a changed setup, a gated metric that could not be tested
+      baseline, a changed setup, a partial run, a baseline run without a new run, a gated
+      metric that could not be tested
 ====  =========================================================================================
 
 A traceback means a bug in med_evals, never bad input.
@@ -29,11 +30,12 @@ UNDECIDED = 3
 TABLE: tuple[tuple[int, str], ...] = (
     (OK, "done (regress: every gated metric tested, none regressed)"),
     (FAILED, "what the command checked or ran failed: regress, a regression beyond sampling "
-     "noise; fetch, the source still failed after its retries; compare, a run did not complete"),
+     "noise; fetch, the source still failed after its retries; compare, a run did not complete; "
+     "report, some study runs could not be shown"),
     (USAGE, "usage or input error, before any work: bad argument; missing, empty, unreadable "
      "or malformed input; output path that cannot be written; nothing to work on"),
     (UNDECIDED, "regress: the gate cannot decide (unfinished run, nothing matched the baseline, "
-     "changed setup, untested gated metric)"),
+     "changed setup, partial run, baseline run without a new run, untested gated metric)"),
 )
 
 

@@ -17,12 +17,16 @@ ignored. The gate's outcome (:func:`decide`; codes in :mod:`med_evals.exit_codes
 gate cannot decide: a run that did not finish (status other than ``success`` and no finished log
 of its eval given: ``inspect eval`` itself exits 0 for a run that stopped with an error), a
 study log without its scores, a new run without a baseline run of its task, a changed setup
-(dataset revision, prompt, task version, task argument, scorer or generation setting: the
-numbers are not comparable), nothing compared at all, or an **untested** gated metric: one whose
-old or new value, or whose bootstrap interval, is undefined (NaN: no shared samples, no valid
-reply on one side, a condition on one side only). ``allow_untested`` accepts untested metrics
-when at least one metric was tested. A regression outranks every undecided cause: the gate has
-decided. A malformed baseline, a missing path or an unreadable log is a usage error (2).
+(:mod:`med_evals.setup`: data, prompt, task version, task argument, scorer settings, any
+generation or evaluation setting, any model role: the numbers are not comparable), a partial
+new run (a missing shard) that leaves out samples the baseline run has, a baseline run no new
+run was compared with (``allow_absent`` accepts those), nothing compared at all, or an
+**untested** gated metric: one whose old or new value, or whose bootstrap interval, is undefined
+(NaN: no shared samples, no valid reply on one side, a condition on one side only).
+``allow_untested`` accepts untested metrics when at least one metric was tested. A regression
+outranks every undecided cause: the gate has decided. A malformed baseline, a missing path or
+an unreadable log (its header or its samples: never taken for another task's log) is a usage
+error (2).
 """
 
 from __future__ import annotations
@@ -40,33 +44,29 @@ from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.log_files import LogPathError, is_remote, log_folder, log_name
-from med_evals.logs import LogSelection, LogSkipped, Run, load_run, merge_shards, select_logs
+from med_evals.logs import (
+    LogSelection,
+    LogSkipped,
+    LogUnreadable,
+    Run,
+    load_selected_run,
+    merge_shards,
+    select_logs,
+)
 from med_evals.outputs import check_file, write_text
 from med_evals.scorers.headline import metric_values
+from med_evals.setup import is_legacy, legacy_view, not_recorded, setup_changes
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec
-from med_evals.study import NON_SETUP_ARGS
-from med_evals.usage import change_line, from_record, usage_record
+from med_evals.usage import change_line, from_record, paid_line, usage_record
 
-FORMAT = 2
+#: the baseline's format: 3 records every generation setting, the evaluation settings and the
+#: model roles in each run's setup (:mod:`med_evals.setup`); a baseline of format 2 (8 setup
+#: fields) still gates, on those fields, and the gate says which it could not compare
+FORMAT = 3
+FORMATS = (2, 3)
 #: verdicts of a gated metric that was tested
 TESTED = ("ok", "improved", "REGRESSION")
-
-
-def setup_of(run: Run) -> dict[str, Any]:
-    """What must not change between baseline and new run for the numbers to be comparable."""
-    p = run.provenance
-    args = {k: v for k, v in p["task_args"].items() if k not in (*NON_SETUP_ARGS, "subset")}
-    return {
-        "dataset_revision": p.get("revision"),
-        "data_checksum": p.get("data_checksum"),
-        "prompt": p.get("prompt"),
-        "task_version": p.get("task_version"),
-        "task_args": args,
-        "scorer_settings": p.get("scorer_settings"),
-        "temperature": p.get("temperature"),
-        "max_tokens": p.get("max_tokens"),
-    }
 
 
 def select(logs: Sequence[str | Path]) -> LogSelection:
@@ -83,13 +83,18 @@ def select(logs: Sequence[str | Path]) -> LogSelection:
 
 def load_finished(selection: LogSelection) -> tuple[list[Run], list[str], list[LogSkipped]]:
     """The runs of a selection's finished logs; a line per log of a task that is not a study;
-    the study logs that cannot be used (no scores of the study's scorer)."""
+    the study logs that cannot be used (no scores of the study's scorer). A log whose samples
+    cannot be read (a corrupted sample record, a store that dropped between its header and its
+    samples) is a :class:`CommandError` (exit 2): never read as another task's log."""
     runs: list[Run] = []
     other: list[str] = []
     unusable: list[LogSkipped] = []
     for path in selection.finished:
         try:
-            runs.append(load_run(path))
+            runs.append(load_selected_run(selection, path))
+        except LogUnreadable as ex:
+            raise CommandError(f"{ex}: the gate reads every sample of a run; read it again "
+                               "or give its logs without it", USAGE) from None
         except LogSkipped as ex:
             if ex.task is None:
                 other.append(str(ex))
@@ -137,15 +142,22 @@ def make_baseline(
                 "model": r.model,
                 "task_args": r.task_args,
                 "log": log_name(r.path),
-                "setup": setup_of(r),
+                "setup": r.setup,
                 "metrics": r.metrics,
                 "samples": r.values,
+                "partial": r.partial,
                 "usage": usage_record(r.usage(prices)),
+                "paid": _paid_record(r, prices),
             }
             for r in runs
         ],
         "skipped": skipped,
     }
+
+
+def _paid_record(run: Run, prices: Mapping[str, ModelCost] | None) -> dict[str, Any] | None:
+    paid = run.paid_usage(prices)
+    return None if paid is None else usage_record(paid)
 
 
 def check_distinct(runs: Sequence[Run]) -> None:
@@ -197,30 +209,6 @@ def _verdict(lo: float, hi: float) -> str:
     return "REGRESSION" if hi < 0 else "improved" if lo > 0 else "ok"
 
 
-def _short(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def setup_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """What differs between two setups, ``field old -> new`` (a task argument or scorer by
-    name: ``task_args.condition evidence -> closed_book``)."""
-    out = []
-    for key in dict.fromkeys([*old, *new]):
-        a, b = old.get(key), new.get(key)
-        if a == b:
-            continue
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            out += [
-                f"{key}.{sub} {_short(a.get(sub))} -> {_short(b.get(sub))}"
-                for sub in dict.fromkeys([*a, *b])
-                if a.get(sub) != b.get(sub)
-            ]
-        else:
-            out.append(f"{key} {_short(a)} -> {_short(b)}")
-    return out
-
-
 def _undefined_in(side: str, values: Sequence[Mapping[str, Any]]) -> str:
     valid = sum(bool(v.get("valid")) for v in values)
     if not valid:
@@ -252,14 +240,19 @@ def compare_run(
 ) -> list[Row]:
     """Rows for the headline metrics (gated) and generation means (info) of one run; with
     ``all_metrics``, also every other number of the study's full metric set (info, never
-    gated: :func:`metric_rows`)."""
-    new_setup = setup_of(run)
-    if base["setup"] != new_setup:
+    gated: :func:`metric_rows`). One undecided row instead when the setups differ
+    (:func:`med_evals.setup.setup_changes`) or the new run is partial and leaves out samples
+    the baseline run has (a forgotten or killed shard: :func:`missing_samples`)."""
+    changed = setup_changes(base["setup"], run.setup)
+    if changed:
         return [
             Row(run.task, run.model, "(all)", math.nan, math.nan, "setup check",
-                "changed: " + ", ".join(setup_changes(base["setup"], new_setup)),
-                "setup changed")
+                "changed: " + ", ".join(changed), "setup changed")
         ]
+    missing = missing_samples(base, run)
+    if missing:
+        return [Row(run.task, run.model, "(all)", math.nan, math.nan, "coverage", missing,
+                    "partial", log=run.path)]
     study = spec(run.task)
 
     def headline(values: list[Any]) -> dict[str, float]:
@@ -312,6 +305,24 @@ def compare_run(
     return rows
 
 
+def missing_samples(base: Mapping[str, Any], run: Run) -> str:
+    """Why a partial new run cannot be gated against ``base``: it holds only part of its
+    dataset (:attr:`~med_evals.logs.Run.partial`) and leaves out samples the baseline run has
+    in a condition both have; empty otherwise (a full run of another subset is compared on the
+    samples both have, as before)."""
+    if not run.partial:
+        return ""
+    new_groups = _groups(run.values)
+    absent = sum(
+        1 for cond, samples in _groups(base["samples"]).items() if cond in new_groups
+        for sid in samples if sid not in new_groups[cond]
+    )
+    if not absent:
+        return ""
+    return (f"partial run: {run.partial}; {absent} sample(s) of the baseline run are not in it: "
+            "not compared (give every shard's log, or finish the run)")
+
+
 def metric_rows(base: Mapping[str, Any], run: Run, shown: set[str]) -> list[Row]:
     """Info rows (never gated) for every number of the study's full metric set
     (:meth:`~med_evals.study.Study.metric_set`, computed by its metric functions over each
@@ -350,8 +361,9 @@ def _identity(task: str, model: str, task_args: Any, setup: Any, fields: Sequenc
     return _key([task, *(values[f] for f in fields)])
 
 
-def _run_identity(run: Run, fields: Sequence[str]) -> str:
-    return _identity(run.task, run.model, run.task_args, setup_of(run), fields)
+def _run_identity(run: Run, fields: Sequence[str], legacy: bool = False) -> str:
+    setup = legacy_view(run.setup) if legacy else run.setup  # a format-2 baseline: its fields
+    return _identity(run.task, run.model, run.task_args, setup, fields)
 
 
 def _base_identity(base: Mapping[str, Any], fields: Sequence[str]) -> str:
@@ -385,10 +397,11 @@ def match_runs(baseline_runs: Sequence[Mapping[str, Any]], runs: Sequence[Run]) 
     out = Matching()
     free = set(range(len(baseline_runs)))
     exact = LEVELS[0]
+    legacy = any(is_legacy(b["setup"]) for b in baseline_runs)
     for i, run in enumerate(runs):
         named = [
             j for j in sorted(free)
-            if _base_identity(baseline_runs[j], exact) == _run_identity(run, exact)
+            if _base_identity(baseline_runs[j], exact) == _run_identity(run, exact, legacy)
             and _name(baseline_runs[j].get("log")) == _name(run.path)
         ]
         if len(named) == 1:
@@ -398,7 +411,7 @@ def match_runs(baseline_runs: Sequence[Mapping[str, Any]], runs: Sequence[Run]) 
         todo = [i for i in range(len(runs)) if i not in out.pairs and i not in out.ambiguous]
         new_by_key: dict[str, list[int]] = defaultdict(list)
         for i in todo:
-            new_by_key[_run_identity(runs[i], fields)].append(i)
+            new_by_key[_run_identity(runs[i], fields, legacy)].append(i)
         base_by_key: dict[str, list[int]] = defaultdict(list)
         for j in sorted(free):
             base_by_key[_base_identity(baseline_runs[j], fields)].append(j)
@@ -432,7 +445,7 @@ def match(baseline_runs: Sequence[Mapping[str, Any]], run: Run) -> int | None:
 def regress(
     baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000,
     all_metrics: bool = False, prices: Mapping[str, ModelCost] | None = None,
-    usage: list[str] | None = None,
+    usage: list[str] | None = None, models: list[str] | None = None,
 ) -> tuple[list[Row], list[str]]:
     """Rows for every headline metric of every new run matched to a baseline run
     (:func:`match_runs`: one to one), one row for each run the gate cannot compare
@@ -440,7 +453,9 @@ def regress(
     or skipped, baseline runs that no new run was compared with).
 
     ``usage``: a list that receives one line per new run compared with a baseline run: the
-    change in its tokens and cost (:func:`usage_change`; information, never gated).
+    change in its tokens and cost (:func:`usage_change`; information, never gated);
+    ``models``: a list that receives every model the new runs' roles name (for the notes on
+    ``--prices`` entries that match none).
 
     :class:`CommandError` (exit 2) for a malformed baseline, a missing path, a folder without
     logs or an unreadable log."""
@@ -460,6 +475,8 @@ def regress(
         Row(str(ex.task), str(ex.model), "(all)", math.nan, math.nan, "log", str(ex), "unusable")
         for ex in unusable
     ]
+    if models is not None:
+        models += [role.model for run in runs for role in run.roles or []]
     matching = match_runs(baseline["runs"], runs)
     for i, run in enumerate(runs):
         if i in matching.ambiguous:
@@ -478,12 +495,18 @@ def regress(
         if usage is not None:
             usage.append(usage_change(baseline["runs"][j], run, prices))
     compared = set(matching.pairs.values())
-    notes += [
-        f"baseline run {b['task']} / {b['model']} ({b.get('log')}): no new run in the logs "
-        "given was compared with it"
+    accounted = {(r.task, r.model) for r in rows if r.verdict in ("unfinished", "unusable")}
+    rows += [
+        Row(b["task"], b["model"], "(all)", math.nan, math.nan, "baseline run",
+            f"no new run in the logs given was compared with it ({b.get('log')})", "absent")
         for i, b in enumerate(baseline["runs"])
-        if i not in compared
+        if i not in compared and (b["task"], b["model"]) not in accounted
     ]
+    unrecorded = sorted({f for b in baseline["runs"] for f in not_recorded(b["setup"])})
+    if unrecorded:
+        notes.append(f"the baseline (format {baseline.get('format')}) did not record "
+                     f"{', '.join(unrecorded)}: not compared (record a new baseline to gate "
+                     "them)")
     return rows, notes
 
 
@@ -495,7 +518,9 @@ def usage_change(
     as it recorded them (:func:`~med_evals.usage.change_line`). Never gated."""
     new = run.usage(prices)
     old = from_record(base["usage"]) if isinstance(base.get("usage"), Mapping) else None
-    return f"{run.task} / {run.model}: {change_line(old, new)}"
+    line = f"{run.task} / {run.model}: {change_line(old, new)}"
+    paid = run.paid_usage(prices)
+    return line + (f"; {paid_line(paid, new)}" if paid is not None else "")
 
 
 @dataclass
@@ -506,15 +531,24 @@ class Decision:
     lines: list[str] = field(default_factory=list)
 
 
-def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
+def decide(
+    rows: Sequence[Row], allow_untested: bool = False, allow_absent: bool = False
+) -> Decision:
     """1 (:data:`~med_evals.exit_codes.FAILED`) on any regression; else 3
-    (:data:`~med_evals.exit_codes.UNDECIDED`) when a run could not be compared, a gated metric
-    is untested (unless ``allow_untested`` and some metric was tested) or nothing was tested;
-    else 0. One line per cause."""
+    (:data:`~med_evals.exit_codes.UNDECIDED`) when a run could not be compared (a partial run
+    leaving out baseline samples among them), a baseline run has no new run (unless
+    ``allow_absent``), a gated metric is untested (unless ``allow_untested`` and some metric
+    was tested) or nothing was tested; else 0. One line per cause."""
     lines: list[str] = []
+    absent = [r for r in rows if r.verdict == "absent"]
     for r in rows:
         who = f"{r.task} / {r.model}"
-        if r.verdict == "unfinished":
+        if r.verdict == "partial":
+            lines.append(f"undecided: {who}: {r.detail}")
+        elif r.verdict == "absent" and not allow_absent:
+            lines.append(f"undecided: {who}: baseline run {r.detail} (--allow-absent accepts "
+                         "it)")
+        elif r.verdict == "unfinished":
             lines.append(f"undecided: {who}: {r.detail}: resume it with "
                          f"`{resume_command(r.log)}`")
         elif r.verdict == "unusable":
@@ -528,6 +562,9 @@ def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
                          f"({r.detail.removeprefix('changed: ')}): not compared; record a new "
                          "baseline")
     undecided = bool(lines)
+    if absent and allow_absent:
+        lines.append(f"accepted (--allow-absent): {len(absent)} baseline run(s) without a new "
+                     "run: " + "; ".join(f"{r.task} / {r.model}" for r in absent))
     tested = [r for r in rows if r.verdict in TESTED]
     untested = [r for r in rows if r.verdict == "untested"]
     if untested:
@@ -540,7 +577,7 @@ def decide(rows: Sequence[Row], allow_untested: bool = False) -> Decision:
             undecided = True
             lines.append(f"undecided: {len(untested)} gated metric(s) untested: {what}"
                          + ("" if allow_untested else " (--allow-untested accepts them)"))
-    if not rows:
+    if not [r for r in rows if r.verdict != "absent"]:
         undecided = True
         lines.append("undecided: nothing compared: no run of a med_evals study in the logs given")
     bad = [r for r in rows if r.verdict == "REGRESSION"]
@@ -620,7 +657,7 @@ def check_baseline(baseline: Any, source: str = "the baseline") -> None:
     again = "record it with `med-evals baseline`"
     if not isinstance(baseline, dict):
         raise CommandError(f"{source}: not a med-evals baseline (a JSON object); {again}", USAGE)
-    if baseline.get("format") != FORMAT:
+    if baseline.get("format") not in FORMATS:
         raise CommandError(
             f"{source}: format {baseline.get('format')!r}, not {FORMAT}; {again}", USAGE
         )

@@ -20,7 +20,7 @@ from pathlib import Path
 from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import CommandError
-from med_evals.logs import load_runs
+from med_evals.logs import load_all
 from med_evals.outputs import check_folder, make_folder, stale_entries, temp_name, umask
 from med_evals.report import differences, medevidence, oncology, verdict
 from med_evals.report.context import Context
@@ -61,6 +61,11 @@ class ReportResult:
     headline: list[HeadlineRow] = field(default_factory=list)
     #: what the report could not show and why (a published table that could not be had)
     notes: list[str] = field(default_factory=list)
+    #: the study runs the report could not show (an unreadable log, a run that did not
+    #: finish, a study log without scores): ``med-evals report`` then exits 1
+    not_shown: list[str] = field(default_factory=list)
+    #: the runs it shows
+    shown: int = 0
 
 
 def build_report(
@@ -78,7 +83,8 @@ def build_report(
         out = check_folder(out_dir, "--out")  # before any log is read
     except CommandError as ex:
         raise ReportError(str(ex)) from None
-    runs, skipped = load_runs(logs)
+    loaded = load_all(logs)
+    runs, skipped = loaded.runs, loaded.skipped
     if not runs:
         raise ReportError("no usable log: " + ("; ".join(skipped) or "no log files found"))
     warnings = check_comparable(runs, allow_mixed)
@@ -98,11 +104,14 @@ def build_report(
         groups = group_runs(runs, ctx.warnings)
         models = {g.label for gs in groups.values() for g in gs}
         doc.p(
-            f"{len(runs)} runs ({len(models)} run labels: model, and the task arguments that "
-            f"differ between runs of a study); {len(skipped)} logs skipped. — marks a missing "
-            "value.",
+            f"{len(runs)} runs ({len(models)} run labels: model, and the task arguments and "
+            f"settings that differ between runs of a study); {len(skipped)} logs skipped. — "
+            "marks a missing value.",
             "note",
         )
+        if loaded.not_shown:
+            doc.p(not_shown_line(len(runs), loaded.not_shown) + ": listed under 'Logs "
+                  "skipped' at the end", "warn")
         for study in STUDIES.values():
             if study.task in groups:
                 SECTIONS.get(study.task, generic_section)(ctx, study, groups[study.task])
@@ -133,8 +142,16 @@ def build_report(
     figs = [out / "figures" / name for name in names]
     return ReportResult(
         out / "report.md", out / "report.html", figs, skipped, ctx.warnings, ctx.headline,
-        ctx.notes,
+        ctx.notes, loaded.not_shown, len(runs),
     )
+
+
+def not_shown_line(shown: int, not_shown: Sequence[str]) -> str:
+    """``the report shows 1 run; 4 study runs could not be shown (unreadable, unfinished or
+    without scores)``: the summary of a report that left runs out."""
+    runs = "run" if shown == 1 else "runs"
+    return (f"the report shows {shown} {runs}; {len(not_shown)} study run(s) could not be shown "
+            "(an unreadable log, a run that did not finish, or a study log without scores)")
 
 
 #: our build folders inside ``--out``: ``.med-evals-report-<host>-<pid>-<random>``
