@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +21,8 @@ from med_evals.data import git_blob_sha1_of, sha256_of
 
 from .conftest import REPO
 from .oncology_support import FIXTURE_CSV, install_fixture
+from .support import free_port
+from .support.fake_openai import FakeOpenAIServer
 
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 HEADLINE = ("valid_rate", "accuracy_valid", "macro_f1_valid")
@@ -150,6 +157,11 @@ def test_published_rows_of_the_condition_printed_as_published(tmp_path, monkeypa
         (["--recorded", "none"], "nothing to compare"),
         (["-M", "choices"], "-M 'choices': expected NAME=VALUE"),
         (["--model", "embedded/no-such-model"], "--model embedded/no-such-model: embedded/"),
+        # a traceback (Inspect's ValueError from the provider)
+        (["--model", "openai-api/x"], "--model openai-api/x: openai-api model names must include "
+         "a service prefix (e.g. 'openai-api/service/model')"),
+        (["--timeout", "0"], "--timeout 0: must be at least 1 (seconds)"),
+        (["--max-retries", "-1"], "--max-retries -1: must be at least 0"),
     ],
 )
 def test_bad_requests_are_one_line(tmp_path, monkeypatch, capsys, argv, says):
@@ -161,6 +173,131 @@ def test_bad_requests_are_one_line(tmp_path, monkeypatch, capsys, argv, says):
     assert main([*base, *argv]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("med-evals compare: error: ") and says in err[-1]
+
+
+def test_a_missing_api_key_is_one_plain_line(tmp_path, monkeypatch, capsys):
+    """Inspect's message is rich markup in lines: it was printed with `[bold][blue]` and `\\n`."""
+    _recorded_fixture(tmp_path, monkeypatch)
+    monkeypatch.delenv("LOCAL_API_KEY", raising=False)
+    argv = ["compare", "--model", "openai-api/local/x", "--recorded", "m1", "--subset", "all",
+            "--log-dir", str(tmp_path / "logs")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "med-evals compare: error: --model openai-api/local/x: ERROR: Unable to initialise local "
+        "client No LOCAL_API_KEY defined in the environment."
+    )
+
+
+def test_a_log_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch, capsys):
+    _recorded_fixture(tmp_path, monkeypatch)
+    readme = tmp_path / "README.md"
+    readme.write_text("not a folder\n")
+    argv = ["compare", "--model", "none", "--recorded", "m1", "--subset", "all"]
+    assert main([*argv, "--log-dir", str(readme)]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"med-evals compare: error: --log-dir {readme}: is a file, not a folder"
+    )
+    assert readme.read_text() == "not a folder\n"
+
+
+def _served(tmp_path, monkeypatch, base_url: str, *extra: str) -> list[str]:
+    """``med-evals compare`` of an OpenAI-compatible model at ``base_url`` on the fixture's six
+    trials, with no recorded replies."""
+    _recorded_fixture(tmp_path, monkeypatch)
+    monkeypatch.setenv("LOCAL_API_KEY", "local-dummy")
+    return ["compare", "--model", "openai-api/local/x", "-M", f"base_url={base_url}",
+            "--recorded", "none", "--subset", "all", "--log-dir", str(tmp_path / "logs"), *extra]
+
+
+def test_an_unreachable_model_is_one_line_within_seconds(tmp_path, monkeypatch, capsys):
+    """It printed one line, then nothing until killed: Inspect retries a refused connection
+    without end, its waits growing to 30 minutes; the log stayed `started`."""
+    url = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    argv = _served(tmp_path, monkeypatch, url)
+    start = time.monotonic()
+    assert main(argv) == 1
+    assert time.monotonic() - start < 10
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        f"med-evals compare: error: --model openai-api/local/x: cannot reach {url} (connection "
+        "refused); nothing was run"
+    )
+    assert not list((tmp_path / "logs").glob("*.eval"))
+
+
+@pytest.mark.slow
+def test_a_server_that_never_answers_ends_within_the_timeout(tmp_path, monkeypatch, capsys):
+    """A server that takes each request and never answers (its `GET` answers: the probe before
+    the run passes): each request gives up after --timeout, and the run says so, naming its
+    log, instead of printing a table of six ERROR replies."""
+    with FakeOpenAIServer(hang_rate=1.0, hang_seconds=60) as server:
+        argv = _served(tmp_path, monkeypatch, server.base_url, "--timeout", "2")
+        start = time.monotonic()
+        assert main(argv) == 1
+        took = time.monotonic() - start
+        assert server.counts["hung"] == 6  # one attempt each: the timeout includes retries
+    assert took < 20, took
+    out, err = capsys.readouterr()
+    assert out == ""
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    assert err.splitlines()[1:] == [
+        f"med-evals compare: waiting for openai-api/local/x ({server.base_url}): each request "
+        f"gives up after 2 s, at most 2 retries (--timeout, --max-retries); logs in "
+        f"{tmp_path / 'logs'}",
+        "med-evals compare: error: openai-api/local/x: no reply: all 6 requests failed after "
+        "Inspect's retries (AttemptTimeoutError: attempt_timeout '2' exceeded.); nothing "
+        f"compared (log {log})",
+    ]
+    logged = read_eval_log(str(log))
+    assert logged.eval.model_generate_config.timeout == 2
+    assert logged.eval.model_generate_config.attempt_timeout == 2
+    assert logged.eval.model_generate_config.max_retries == 2
+
+
+@pytest.mark.slow
+def test_failed_requests_are_named_beside_the_table(tmp_path, monkeypatch, capsys):
+    """A request that still fails after the retries is scored ERROR, as the study scored a
+    failed call: the table's valid rate counts it, and a line says so."""
+    failing = "Adjuvant Drug A Versus Placebo"  # one of the six trials
+    with FakeOpenAIServer(fail=lambda text: 500 if failing in text else None) as server:
+        argv = _served(tmp_path, monkeypatch, server.base_url, "--max-retries", "0")
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    (line,) = [line for line in out.splitlines() if "failed after" in line]
+    assert line == (
+        "openai-api/local/x: 1 of 6 requests failed after Inspect's retries, scored ERROR as the "
+        "study scored a failed call (InternalServerError: Error code: 500 - injected 500); log "
+        f"{log}"
+    )
+    row = next(r for r in out.splitlines() if r.startswith("openai-api/local/x, base_url="))
+    assert row.split()[-4:] == ["6", "1.000", "1.000", "0.833"]
+
+
+@pytest.mark.slow
+def test_a_killed_run_closes_its_log_and_names_it(tmp_path, monkeypatch):
+    """`timeout 300 med-evals compare ...` killed it with SIGTERM: Python's default ended the
+    process at once and the log stayed `started`. Now Inspect cancels the run, as on Ctrl-C,
+    and one line names the log, exit 1 (it printed an empty table and exited 0 on Ctrl-C)."""
+    with FakeOpenAIServer(hang_rate=1.0, hang_seconds=60) as server:
+        argv = _served(tmp_path, monkeypatch, server.base_url)
+        env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "med_evals.cli", *argv], env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 60
+        while server.counts["hung"] < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 1, err
+    (log,) = (tmp_path / "logs").glob("*.eval")
+    assert err.splitlines()[-1] == (
+        "med-evals compare: error: interrupted: the runs were cancelled and nothing was "
+        f"compared; their logs (status cancelled): {log}"
+    )
+    assert read_eval_log(str(log), header_only=True).status == "cancelled"
+    assert out == ""
 
 
 @pytest.mark.slow

@@ -212,6 +212,66 @@ def test_a_misspelt_parameter_stops_the_run(tmp_path):
     assert in_process_error(tmp_path, ONCOLOGY, "conditon=doi_only", trials) == expected
 
 
+@pytest.mark.slow
+def test_a_log_dir_that_is_a_file_is_one_line(tmp_path):
+    """`--log-dir README.md` was Inspect's FileExistsError when it made the folder: 209 lines of
+    traceback from `inspect eval` (the task is built first: our line now comes before), 51 from
+    `inspect eval-set` (which makes the folder before any task: our exception hook's line)."""
+    readme = tmp_path / "README.md"
+    readme.write_text("# a file\n")
+    run = [ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model"]
+    assert stderr_line(tmp_path, "eval", *run, "--log-dir", "README.md") == (
+        "med_evals: oncology_rct: --log-dir README.md: is a file, not a folder; give the folder "
+        "for the run's logs"
+    )
+    assert stderr_line(tmp_path, "eval-set", *run, "--log-dir", "README.md") == (
+        "med_evals: --log-dir README.md: is a file, not a folder; give the folder for the run's "
+        "logs"
+    )
+    assert readme.read_text() == "# a file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]
+
+
+def test_a_file_in_the_log_dirs_way_is_named(tmp_path, monkeypatch):
+    """A file above the folder (`README.md/logs`: Inspect's NotADirectoryError), the folder from
+    INSPECT_LOG_DIR, and Inspect's default ./logs when that is a file; a folder that can be
+    made passes."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("INSPECT_LOG_DIR", raising=False)
+    (tmp_path / "README.md").write_text("# a file\n")
+    run = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model",
+           "--limit", "0"]
+    end = "not a folder; give the folder for the run's logs"
+    ex = inspect_cli_error(tmp_path, *run, "--log-dir", "README.md/logs")
+    assert printed_for(ex) == (
+        f"med_evals: oncology_rct: --log-dir README.md/logs: README.md is a file, {end}"
+    )
+    monkeypatch.setenv("INSPECT_LOG_DIR", "README.md")
+    assert printed_for(_without_log_dir(run)) == (
+        f"med_evals: oncology_rct: INSPECT_LOG_DIR=README.md: is a file, {end}"
+    )
+    monkeypatch.delenv("INSPECT_LOG_DIR")
+    (tmp_path / "logs").write_text("")
+    assert printed_for(_without_log_dir(run)) == (
+        f"med_evals: oncology_rct: --log-dir ./logs (Inspect's default): is a file, {end}"
+    )
+    assert inspect_cli_error(tmp_path, *run, "--log-dir", "new/logs") is None
+
+
+def _without_log_dir(args: list[str]) -> BaseException | None:
+    """The exception ``inspect <args> --display none``, with no ``--log-dir``, stops with (None
+    when it ends normally), run in process."""
+    from click.testing import CliRunner
+
+    from med_evals._compat import inspect_command
+
+    result = contextvars.copy_context().run(
+        CliRunner().invoke, inspect_command(), [*args, "--display", "none"],
+        catch_exceptions=True,
+    )
+    return None if isinstance(result.exception, SystemExit) else result.exception
+
+
 def test_limit_0_says_that_nothing_ran(tmp_path, capfd):
     """Inspect runs no sample and exits 0 (nothing of ours can stop it); the run says so, on
     stderr (in process: the hook that says it runs after every eval, as in a command)."""
@@ -320,12 +380,14 @@ def test_only_the_unknown_provider_error_is_shortened():
 
 def inspect_cli_error(tmp: Path, *args: str) -> BaseException | None:
     """The exception ``inspect <args> --display none --log-dir <tmp>/cli`` stops with (None when
-    it ends normally), run in process by Inspect's own command line."""
+    it ends normally), run in process by Inspect's own command line (``args``' own
+    ``--log-dir``, if any, instead of ``<tmp>/cli``)."""
     from click.testing import CliRunner
 
     from med_evals._compat import inspect_command
 
-    argv = [*args, "--display", "none", "--log-dir", str(tmp / "cli")]
+    argv = [*args, "--display", "none"]
+    argv += [] if "--log-dir" in args else ["--log-dir", str(tmp / "cli")]
     result = contextvars.copy_context().run(
         CliRunner().invoke, inspect_command(), argv, catch_exceptions=True
     )

@@ -38,8 +38,8 @@ package, its tests and its benchmarks.
 
 The exception hook (:func:`install_excepthook`) reads the traceback of the error it receives
 (the frames of Inspect's own functions: their names and locals) to say which flag a value came
-from: the functions named there (``parse_cli_args``, ``_resolve_role_model``) are Inspect's
-private code too, so they are named here only.
+from: the functions named there (``parse_cli_args``, ``_resolve_role_model``, ``eval_set``) are
+Inspect's private code too, so they are named here only.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ import difflib
 import re
 import sys
 from collections.abc import Sequence
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -149,7 +149,8 @@ def uncaught_message(ex: BaseException) -> str | None:
     a command-line value Inspect cannot read (:func:`cli_value_message`)."""
     if isinstance(ex, InputError):
         return str(ex)
-    for message in (unknown_provider_message, unknown_task_message, cli_value_message):
+    for message in (unknown_provider_message, unknown_task_message, cli_value_message,
+                    log_dir_message):
         found = message(ex)
         if found is not None:
             return found
@@ -310,6 +311,29 @@ def cli_value_message(ex: BaseException) -> str | None:
         prefix = f"{flag} " if flag else ""
         quoted = f"; to pass it as text, quote it: {prefix}'{name}=\"{value}\"'"
     return f"{shown}: Inspect reads the value as YAML and cannot read it ({problem}){quoted}"
+
+
+def log_dir_message(ex: BaseException) -> str | None:
+    """One line for ``inspect eval-set --log-dir README.md`` when that is a file (or a file is
+    in its way, ``README.md/logs``): eval-set makes its log folder before it builds any task, so
+    no task's check can speak first (``inspect eval``'s: :func:`med_evals.tasks.run_checks.
+    log_dir_problem`), and Inspect's ``FileExistsError`` was a traceback of 51 lines. None for
+    any other error."""
+    from med_evals.outputs import not_a_folder
+
+    leaves = _leaves(ex)
+    if len(leaves) != 1 or not isinstance(leaves[0], FileExistsError | NotADirectoryError):
+        return None
+    frame = next(
+        (f for f in _frames(leaves[0]) if _is_inspect(f, "eval_set", "_eval", "evalset.py")), None
+    )
+    log_dir = frame.f_locals.get("log_dir") if frame is not None else None
+    if not isinstance(log_dir, str) or "://" in log_dir:
+        return None
+    problem = not_a_folder(Path(log_dir))
+    return None if problem is None else (
+        f"--log-dir {log_dir}: {problem}; give the folder for the run's logs"
+    )
 
 
 def vllm_url_given(api: object) -> bool | None:

@@ -13,6 +13,15 @@ of the ``compare`` subset (drawn as every stored subset is, stratified by outcom
 negative; 12 rather than the ``smoke`` subset's 20 keeps the embedded model's evaluation under a
 minute on two cores: its time is the prompts, about 720 tokens each).
 
+A served model (any provider that sends requests to a server) is first asked whether its
+server answers at all (:mod:`med_evals.models.reach`: a refused connection, an unknown host is one
+line within seconds, exit 1), and each of its requests gives up after ``--timeout`` seconds,
+retried at most ``--max-retries`` times: Inspect's own defaults retry without end, and a run on a
+server that never answered printed nothing until it was killed. A request that still fails is
+scored ERROR, as the study scored a failed call, and named beside the table; a run none of whose
+requests got a reply stops with one line naming its log (exit 1). A SIGTERM stops the runs as
+Ctrl-C does: each log is closed as ``cancelled`` and named.
+
 Every number printed for a run is :meth:`Study.headline_values` over the run's per-sample values,
 read back from its log: the function behind the logged metrics (the tests check they are equal),
 the report and the regression gate. The published rows are the study's Table 1 as released
@@ -25,10 +34,13 @@ import argparse
 import difflib
 import math
 import os
+import signal
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -63,6 +75,11 @@ PUBLISHED_COLUMNS = {
 }
 #: seconds between progress updates: in place on a terminal, else one line now and then
 PROGRESS_TTY, PROGRESS_PIPE = 1.0, 30.0
+#: a served model's limits (``--timeout``, ``--max-retries``): Inspect's own are none (it
+#: retries a failed request without end, waiting up to 30 minutes between tries)
+DEFAULT_TIMEOUT, DEFAULT_MAX_RETRIES = 120, 2
+#: providers that run in this process: no server to wait for, no limits set
+IN_PROCESS = ("embedded", "hf", "mockllm", "transformer_lens", "nnterp", "none")
 
 
 @dataclass
@@ -203,41 +220,34 @@ def run_compare(
     max_tokens: int | None = None,
     progress: bool = True,
     prices: Any = None,
+    timeout: int = DEFAULT_TIMEOUT,
+    max_retries: int = DEFAULT_MAX_RETRIES,
 ) -> Comparison:
     """Evaluate ``model`` and the ``recorded`` replies on one condition and subset; read the
     headline numbers, tokens and cost back from the logs; write the report. See the module's
     docstring. ``prices``: model name -> Inspect ``ModelCost``
-    (:func:`med_evals.usage.read_prices`)."""
+    (:func:`med_evals.usage.read_prices`). ``timeout``, ``max_retries``: the limits of each
+    request to a served model (:func:`served_limits`)."""
     from inspect_ai import eval as inspect_eval
-    from inspect_ai.model import get_model
 
-    from med_evals._compat import PrerequisiteError, unknown_provider_message
+    from med_evals.models.reach import served_url, unreachable
+    from med_evals.outputs import check_folder, make_folder
     from med_evals.tasks.oncology_rct import oncology_rct
 
     _check_condition(condition)
     _check_local(log_dir, report_dir)
+    config = served_limits(model, timeout, max_retries)
     args = dict(model_args if model_args is not None else _model_args(None, model))
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
-    folder = Path(log_dir) if log_dir else Path("logs") / f"compare-{stamp}"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as ex:
-        raise CommandError(f"--log-dir {folder}: cannot create it ({ex.strerror})", USAGE) from None
+    folder = check_folder(log_dir or Path("logs") / f"compare-{stamp}", "--log-dir")
+    make_folder(folder, "--log-dir")
     label_args = dict(args)
     if model.startswith("embedded/"):
         interval = PROGRESS_TTY if sys.stderr.isatty() else PROGRESS_PIPE
         args.setdefault("progress", interval if progress else 0)
         label_args.pop("progress", None)
     # the model first: a bad --model is a bad argument, found before the recording is read
-    try:
-        models = [get_model(model, **args)] if model != NO_MODEL else []
-    except PrerequisiteError as ex:  # e.g. the embedded model's weights are not installed
-        raise CommandError(f"--model {model}: {ex.message}", USAGE) from None
-    except ValueError as ex:  # an unknown provider: "--model foo/bar: unknown model provider"
-        message = unknown_provider_message(ex)
-        if message is None:
-            raise
-        raise CommandError(message, USAGE) from None
+    models = [_make_model(model, args, config)] if model != NO_MODEL else []
     replays = _replays(recorded, condition, data_dir, folder / "replays")
     if model == NO_MODEL and not replays:
         raise CommandError("nothing to compare: --model none and --recorded none", USAGE)
@@ -245,6 +255,11 @@ def run_compare(
     # built after the models, as `inspect eval` does: Inspect announces the hooks registered
     # when the first model is made (a multi-line banner), and the task registers one
     task = oncology_rct(condition=condition, subset=subset, data_dir=data_dir)
+    url = served_url(models[0].api) if model != NO_MODEL else None
+    problem = unreachable(url) if url else None
+    if problem:  # Inspect would retry it for minutes, saying nothing
+        raise CommandError(f"--model {model}: cannot reach {url} ({problem}); nothing was run",
+                           FAILED)
     bar = getattr(models[0].api, "progress", None) if model != NO_MODEL else None
     if model != NO_MODEL and hasattr(models[0].api, "preload"):
         models[0].api.preload()  # the embedded model loads while Inspect sets the runs up
@@ -254,24 +269,24 @@ def run_compare(
         file=sys.stderr,
         flush=True,
     )
-    started = time.monotonic()
+    if config is not None:
+        print(f"med-evals compare: {_waiting_for(model, url, config)}; logs in "
+              f"{os.path.abspath(folder)}", file=sys.stderr, flush=True)
+    started, begun = time.monotonic(), time.time()
     try:
-        logs = inspect_eval(
-            task,
-            model=models,
-            log_dir=str(folder),
-            display="none",
-            max_tasks=len(models),
-            max_tokens=max_tokens,
-        )
+        with _sigterm_cancels():
+            logs = inspect_eval(
+                task,
+                model=models,
+                log_dir=str(folder),
+                display="none",
+                max_tasks=len(models),
+                max_tokens=max_tokens,
+            )
     finally:
         if bar is not None:
             bar.close()
-    failed = [lg for lg in logs if lg.status != "success"]
-    if failed:
-        lines = "; ".join(f"{lg.eval.model}: {lg.error.message if lg.error else lg.status} "
-                          f"({lg.location})" for lg in failed)
-        raise CommandError(f"a run did not complete: {lines}", FAILED)
+    _check_completed(logs, len(models), folder, begun)
     wall = time.monotonic() - started
 
     sources = {model: "run here, with the study's prompt"}
@@ -287,7 +302,127 @@ def run_compare(
     if own:
         timing += f"; {model}: {own[0].seconds:.0f} s from its log's start to end"
     notes.insert(0, timing)
+    notes[1:1] = [n for lg in logs if (n := failed_requests_note(lg)) is not None]
     return Comparison(condition, subset, rows, published, note, folder, report, notes)
+
+
+def served_limits(model: str, timeout: int, max_retries: int) -> Any:
+    """The Inspect ``GenerateConfig`` of a served model's limits: each request gives up after
+    ``timeout`` seconds, its retries included (Inspect's ``timeout``, and ``attempt_timeout``
+    so that an attempt the server never answers ends too: Inspect checks ``timeout`` only
+    between attempts), and is retried at most ``max_retries`` times. None for a model that runs
+    in this process (:data:`IN_PROCESS`: its replies take what they take) and for ``none``.
+    A limit below its minimum is a bad argument (exit 2)."""
+    from inspect_ai.model import GenerateConfig, ModelName
+
+    if timeout < 1:
+        raise CommandError(f"--timeout {timeout}: must be at least 1 (seconds)", USAGE)
+    if max_retries < 0:
+        raise CommandError(f"--max-retries {max_retries}: must be at least 0", USAGE)
+    if model == NO_MODEL or "/" not in model or ModelName(model).api in IN_PROCESS:
+        return None
+    return GenerateConfig(timeout=timeout, attempt_timeout=timeout, max_retries=max_retries)
+
+
+def _make_model(model: str, args: dict[str, Any], config: Any) -> Any:
+    """Inspect's model for ``--model`` (with ``config``, a served model's limits); a model
+    Inspect cannot make is a bad argument, one line (exit 2)."""
+    from inspect_ai.model import get_model
+    from rich.text import Text
+
+    from med_evals._compat import PrerequisiteError, unknown_provider_message
+
+    try:
+        return get_model(model, config=config, **args) if config else get_model(model, **args)
+    except PrerequisiteError as ex:  # e.g. the embedded model's weights, a missing API key
+        # Inspect's message is rich markup for its console, in lines: one plain line here
+        text = " ".join(Text.from_markup(str(ex.message)).plain.split())
+        raise CommandError(f"--model {model}: {text}", USAGE) from None
+    except ValueError as ex:  # an unknown provider: "--model foo/bar: unknown model provider"
+        message = unknown_provider_message(ex)
+        if message is None:  # e.g. openai-api/x: "must include a service prefix"
+            message = f"--model {model}: {' '.join(str(ex).split())}"
+        raise CommandError(message, USAGE) from None
+
+
+def _waiting_for(model: str, url: str | None, config: Any) -> str:
+    """What the run waits for: ``waiting for openai/gpt-4o (http://...): each request gives
+    up after 120 s, at most 2 retries (--timeout, --max-retries)``."""
+    where = f" ({url})" if url else ""
+    return (
+        f"waiting for {model}{where}: each request gives up after {config.timeout} s, at most "
+        f"{config.max_retries} {'retry' if config.max_retries == 1 else 'retries'} "
+        "(--timeout, --max-retries)"
+    )
+
+
+@contextmanager
+def _sigterm_cancels() -> Iterator[None]:
+    """While the runs go, a SIGTERM (``kill``, ``timeout``) stops them as Ctrl-C does: Inspect
+    cancels each run and closes its log with status ``cancelled``. By Python's default a
+    SIGTERM ended the process at once and left every log ``started``. A handler someone else
+    set is left alone, as is a call from a thread other than the main one (only it can set
+    one)."""
+    if (
+        threading.current_thread() is not threading.main_thread()
+        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+    ):
+        yield
+        return
+    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _check_completed(logs: Sequence[Any], runs: int, folder: Path, begun: float) -> None:
+    """One line, exit 1, when a run did not complete: it stopped with an error (named with
+    its log), or the runs were interrupted (Ctrl-C, SIGTERM: Inspect's ``eval`` then returns
+    no log, so the logs written since ``begun`` are named, from the folder)."""
+    from med_evals.log_files import list_log_files
+
+    if len(logs) < runs:
+        written = [f.name for f in list_log_files([folder]) if f.mtime >= begun - 1]
+        where = ", ".join(written) if written else str(os.path.abspath(folder))
+        raise CommandError("interrupted: the runs were cancelled and nothing was compared; "
+                           f"their logs (status cancelled): {where}", FAILED)
+    failed = [lg for lg in logs if lg.status != "success"]
+    if failed:
+        lines = "; ".join(f"{lg.eval.model}: {lg.error.message if lg.error else lg.status} "
+                          f"({lg.location})" for lg in failed)
+        raise CommandError(f"a run did not complete: {lines}", FAILED)
+    for lg in logs:
+        failures = _failed_requests(lg)
+        if failures and len(failures) == len(lg.samples or []):
+            raise CommandError(
+                f"{lg.eval.model}: no reply: all {len(failures)} requests failed after "
+                f"Inspect's retries ({failures[0]}); nothing compared (log {lg.location})",
+                FAILED,
+            )
+
+
+def _failed_requests(log: Any) -> list[str]:
+    """The provider errors of a run's samples, as recorded (``generate_error``: a request that
+    still failed after Inspect's retries, scored ERROR as the study scored a failed call)."""
+    from med_evals.solvers.generate import GENERATE_ERROR
+
+    found = [(s.metadata or {}).get(GENERATE_ERROR) for s in log.samples or []]
+    return [" ".join(str(e).split()) for e in found if e]
+
+
+def failed_requests_note(log: Any) -> str | None:
+    """``openai/gpt-4o: 3 of 12 requests failed after Inspect's retries ...``, for a run some
+    of whose requests failed (None when none did)."""
+    failures = _failed_requests(log)
+    if not failures:
+        return None
+    n = len(failures)
+    return (
+        f"{log.eval.model}: {n} of {len(log.samples)} requests failed after Inspect's retries, "
+        "scored ERROR as the study scored a failed call "
+        f"({'first: ' if n > 1 else ''}{failures[0]}); log {log.location}"
+    )
 
 
 def _row(
@@ -477,6 +612,16 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--condition", default=DEFAULT_CONDITION, help="oncology condition")
     p.add_argument("--subset", default=DEFAULT_SUBSET, help="stored subset; 'all': 250 trials")
     p.add_argument("--max-tokens", type=int, help="output tokens per reply (default: the task's)")
+    p.add_argument(
+        "--timeout", type=int, default=DEFAULT_TIMEOUT, metavar="SECONDS",
+        help="a served model's request gives up after SECONDS, its retries included (default "
+        f"{DEFAULT_TIMEOUT}; Inspect's --timeout and --attempt-timeout; none for embedded/)",
+    )
+    p.add_argument(
+        "--max-retries", type=int, default=DEFAULT_MAX_RETRIES, metavar="N",
+        help=f"times a failed request to a served model is retried (default "
+        f"{DEFAULT_MAX_RETRIES}; Inspect's --max-retries)",
+    )
     p.add_argument("--log-dir", help="folder for the logs (default logs/compare-<time>)")
     p.add_argument("--out", help="folder for the report (default <log dir>/report)")
     p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
@@ -509,6 +654,8 @@ def cli(args: argparse.Namespace) -> int:
         reference=args.reference,
         max_tokens=args.max_tokens,
         prices=prices,
+        timeout=args.timeout,
+        max_retries=args.max_retries,
     )
     print(format_table(comparison))
     return 0

@@ -7,8 +7,9 @@ One table, here, for the code and the docs (``docs/exit_codes.md`` prints it; ``
 0     done: the command did what was asked (``regress``: every gated metric was tested and
       none regressed)
 1     the command ran and what it checked or ran failed: ``regress``, a regression beyond
-      sampling noise; ``fetch``, the source still failed after the retries; ``compare``, a run
-      did not complete; ``report``, some study runs could not be shown (listed)
+      sampling noise; ``fetch``, the source still failed after the retries; ``compare``, the
+      model's server could not be reached, or a run did not complete; ``report``, some study
+      runs could not be shown (listed)
 2     usage or input error, before any work: a bad argument, a missing, empty, unreadable or
       malformed input (log, baseline, table, replay file), an output path that cannot be
       written, nothing to work on (an empty folder, no matching log, no question built)
@@ -30,8 +31,9 @@ UNDECIDED = 3
 TABLE: tuple[tuple[int, str], ...] = (
     (OK, "done (regress: every gated metric tested, none regressed)"),
     (FAILED, "what the command checked or ran failed: regress, a regression beyond sampling "
-     "noise; fetch, the source still failed after its retries; compare, a run did not complete; "
-     "report, some study runs could not be shown"),
+     "noise; fetch, the source still failed after its retries; compare, the model's server "
+     "could not be reached, or a run did not complete; report, some study runs could not be "
+     "shown"),
     (USAGE, "usage or input error, before any work: bad argument; missing, empty, unreadable "
      "or malformed input; output path that cannot be written; nothing to work on"),
     (UNDECIDED, "regress: the gate cannot decide (unfinished run, nothing matched the baseline, "

@@ -111,20 +111,35 @@ def check_folder(path: str | Path, flag: str = "--out", make: bool = True) -> Pa
     URI among them (:func:`check_local`)."""
     check_local(path, flag)
     out = Path(path)
-    if out.exists() and not out.is_dir():
-        raise CommandError(f"{flag} {out}: is a file, not a folder", USAGE)
+    problem = not_a_folder(out)
+    if problem:
+        raise CommandError(f"{flag} {out}: {problem}", USAGE)
     if out.is_dir():
         _probe(out, out, flag)
         return out
     if not make:
         raise CommandError(f"{flag} {out}: no such folder", USAGE)
-    above = out.parent
-    while not above.exists() and above != above.parent:
-        above = above.parent
-    if not above.is_dir():
-        raise CommandError(f"{flag} {out}: {above} is a file, not a folder", USAGE)
-    _probe(above, out, flag)
+    _probe(_nearest(out), out, flag)
     return out
+
+
+def _nearest(path: Path) -> Path:
+    """``path`` or the nearest path above it that exists."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def not_a_folder(path: Path) -> str | None:
+    """Why the local folder ``path`` can be neither used nor made: ``is a file, not a folder``,
+    or ``<above> is a file, not a folder`` for a file in its way (``README.md/logs``); None
+    when it is a folder, or could be made."""
+    if path.exists() and not path.is_dir():
+        return "is a file, not a folder"
+    above = _nearest(path)
+    if not above.is_dir():
+        return f"{above} is a file, not a folder"
+    return None
 
 
 def make_folder(path: Path, flag: str = "--out") -> None:

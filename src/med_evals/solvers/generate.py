@@ -32,7 +32,16 @@ def generate_or_record_error() -> Solver:
         except Exception as ex:  # noqa: BLE001 - recorded, counted and shown in the log
             if isinstance(ex, _CONTROL):
                 raise
-            state.metadata[GENERATE_ERROR] = f"{type(ex).__name__}: {ex}"
+            state.metadata[GENERATE_ERROR] = error_text(ex)
             return state
 
     return solve
+
+
+def error_text(ex: BaseException) -> str:
+    """``<error type>: <message>``. When Inspect's retries ran out (its ``--max-retries`` or
+    ``--timeout``), the last attempt's error: tenacity's ``RetryError`` wrapping it read
+    ``RetryError[<Future at 0x7f... state=finished raised AttemptTimeoutError>]``."""
+    attempt = getattr(ex, "last_attempt", None)  # RetryError: tenacity, Inspect's retries
+    last = attempt.exception() if attempt is not None and attempt.failed else None
+    return f"{type(last).__name__}: {last}" if last is not None else f"{type(ex).__name__}: {ex}"

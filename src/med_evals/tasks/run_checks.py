@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import click
 from click.core import ParameterSource
@@ -35,8 +38,10 @@ from inspect_ai.hooks import Hooks, RunEnd, hooks
 from inspect_ai.log import EvalLog
 
 from med_evals._compat import InputError, active_model
+from med_evals.log_files import scheme
 from med_evals.models.providers import vllm_server_problem
 from med_evals.models.replay import check_covers
+from med_evals.outputs import not_a_folder
 
 PREFIX = "med_evals/"
 
@@ -45,6 +50,8 @@ def before_run(task: str, samples: Sequence[Sample], model_called: bool = True) 
     """The checks every task makes on its samples (see the module's docstring);
     ``model_called=False`` for a task whose solver never calls the model under evaluation."""
     problem = run_option_problem(task)
+    if problem is None:
+        problem = log_dir_problem(task)
     if problem is None and model_called:
         problem = vllm_server_problem(active_model())
     if problem is not None:
@@ -96,6 +103,35 @@ def run_option_problem(task: str) -> str | None:
             why = f" ({AT_LEAST_ONE[name]})" if value == 0 else ""
             return f"{task}: {shown}: must be at least 1{why}"
     return None
+
+
+def log_dir_problem(task: str) -> str | None:
+    """``<task>: --log-dir README.md: is a file, not a folder (...)``, when the local log folder
+    Inspect's command line was given (``--log-dir``, ``INSPECT_LOG_DIR``, or its default
+    ``./logs``) is a file, or has a file in its way (``README.md/logs``); else None.
+
+    ``inspect eval`` builds the tasks before it makes the log folder, so this line comes first;
+    it was Inspect's ``FileExistsError`` when it made the folder, a traceback of 209 lines.
+    ``inspect eval-set`` makes the folder before it builds any task: its error is shortened by
+    the package's exception hook (:func:`med_evals._compat.log_dir_message`). A URI
+    (``s3://...``) is left to Inspect."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or not getattr(ctx.command.callback, "__module__", "").startswith("inspect_ai"):
+        return None
+    value = ctx.params.get("log_dir")
+    if not isinstance(value, str) or not value or scheme(value) not in ("", "file"):
+        return None
+    path = Path(url2pathname(urlparse(value).path)) if scheme(value) else Path(value)
+    problem = not_a_folder(path)
+    if problem is None:
+        return None
+    source = ctx.get_parameter_source("log_dir")
+    shown = (
+        f"INSPECT_LOG_DIR={value}" if source is ParameterSource.ENVIRONMENT
+        else f"--log-dir {value} (Inspect's default)" if source is ParameterSource.DEFAULT
+        else f"--log-dir {value}"
+    )
+    return f"{task}: {shown}: {problem}; give the folder for the run's logs"
 
 
 def no_sample_message(log: EvalLog) -> str | None:
