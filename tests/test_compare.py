@@ -18,6 +18,7 @@ from inspect_ai.log import read_eval_log
 from med_evals.cli import main
 from med_evals.compare import format_table, run_compare
 from med_evals.data import git_blob_sha1_of, sha256_of
+from med_evals.exit_codes import CommandError
 
 from .conftest import REPO
 from .oncology_support import FIXTURE_CSV, install_fixture
@@ -362,3 +363,15 @@ def test_run_labels_name_the_model_args_given():
     )
     # -M choices= is the model's own default (free replies): nothing to name
     assert model_label("embedded/smollm2-135m", {"choices": ""}) == "embedded/smollm2-135m"
+
+
+def test_model_args_are_read_as_inspect_reads_them():
+    """``-M max_retries=0`` is the number 0, as ``inspect eval -M`` reads it (it was the text
+    "0", and the OpenAI client's traceback); an empty value stays empty (free replies)."""
+    from med_evals.compare import _model_args
+
+    assert _model_args(["max_retries=0", "choices=", "choices_b=POSITIVE,NEGATIVE",
+                        "flag=true"], "openai-api/x/y") == {
+        "max_retries": 0, "choices": "", "choices_b": "POSITIVE,NEGATIVE", "flag": True}
+    with pytest.raises(CommandError, match=r"-M 'x=\[1': the value is not valid YAML"):
+        _model_args(["x=[1"], "openai-api/x/y")

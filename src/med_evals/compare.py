@@ -128,8 +128,22 @@ def _model_args(pairs: Sequence[str] | None, model: str) -> dict[str, Any]:
         name, sep, value = p.partition("=")
         if not sep or not name.strip():
             raise CommandError(f"-M {p!r}: expected NAME=VALUE", USAGE)
-        out[name.strip()] = value.strip()
+        out[name.strip()] = _model_arg_value(value.strip(), p)
     return out
+
+
+def _model_arg_value(text: str, given: str) -> Any:
+    """A ``-M`` value read as ``inspect eval`` reads it (YAML: ``max_retries=0`` is the number
+    0), but an empty value stays empty (``-M choices=``: the model's free reply)."""
+    import yaml
+
+    if not text:
+        return ""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        raise CommandError(f"-M {given!r}: the value is not valid YAML (as inspect eval reads "
+                           "it)", USAGE) from None
 
 
 def _check_condition(condition: str) -> None:
