@@ -7,7 +7,9 @@ from __future__ import annotations
 import html
 import json
 import math
+import os
 import re
+import subprocess
 import time
 
 import numpy as np
@@ -15,11 +17,13 @@ import pytest
 from inspect_ai import Epochs, Task, task
 from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
+from inspect_ai.log import list_eval_logs
 from inspect_ai.model import GenerateConfig, get_model, model_roles
 from inspect_ai.scorer import Score, scorer
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
+from med_evals._compat import InputError
 from med_evals.scorers.judges import (
     JUDGE_FAILURE,
     JUDGE_VERSION,
@@ -38,11 +42,19 @@ from med_evals.scorers.judges import (
     vote,
 )
 from med_evals.scorers.reducers import majority_label
+from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
+from med_evals.tasks.healthfc import healthfc
+from med_evals.tasks.medevidence import medevidence
 from med_evals.tasks.medreqal import medreqal
+from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import FIXTURES, mock_output, replying
-from ..support import deadline
+from ..medevidence_support import install_medevidence
+from ..oncology_support import install_fixture
+from ..support import INSPECT, deadline
 from ..support.fake_openai import FakeOpenAIServer
+
+HEALTHFC = FIXTURES / "healthfc_fixture.csv"
 
 A, P, C = "agrees", "partly agrees", "contradicts"
 #: the grades each grader gives to questions Q1..Q8 (known disagreements)
@@ -400,3 +412,86 @@ def test_medreqal_judge_names_its_graders_and_logs_the_jury(tmp_path):
     assert m["ties"] == 3 and m["jury/split_share"] == 1.0 and m["grader_2/contradicts"] == 1.0
     assert math.isnan(m["agrees"])  # every reply tied: no verdict to share out
 
+
+# --- a role no scorer of the task reads (issue 36) --------------------------------------------
+
+MEDREQAL_DATA = {"data_file": str(FIXTURES / "medreqal_fixture.csv"), "bertscore": False}
+JURY_SHOWN = "grader, grader_2, grader_3, ..."
+
+
+def _refused(tmp_path, task, task_args, roles) -> str:
+    """The one line a run with ``roles`` bound stops with, before any sample (no log)."""
+    logs = tmp_path / "refused"
+    with pytest.raises(InputError) as err:
+        inspect_eval(task, task_args=task_args, model="mockllm/model", display="none",
+                     model_roles={r: get_model(f"mockllm/{m}") for r, m in roles.items()},
+                     log_dir=str(logs))  # fmt: skip
+    assert not list_eval_logs(str(logs))
+    assert "\n" not in str(err.value)
+    return str(err.value)
+
+
+@pytest.mark.filterwarnings("ignore:.*counts differ from the published dataset")
+def test_a_misspelt_grader_role_is_refused_naming_the_closest(tmp_path, monkeypatch):
+    """``--model-role gradr_2=...`` ran a one-grader "jury": exit 0, no ``jury/`` keys."""
+    two = {"grader": "g1", "gradr_2": "g2"}
+    assert _refused(tmp_path, medreqal, {**MEDREQAL_DATA, "judge": True}, two) == (
+        "medreqal: --model-role gradr_2=mockllm/g2: no scorer or solver of this task reads the "
+        f"role 'gradr_2'; did you mean grader_2? (its roles: {JURY_SHOWN})"
+    )
+    assert _refused(tmp_path, healthfc, {"data_file": str(HEALTHFC), "judge": True,
+                                         "bertscore": False}, two) == (
+        "healthfc: --model-role gradr_2=mockllm/g2: no scorer or solver of this task reads the "
+        f"role 'gradr_2'; did you mean grader_2? (its roles: {JURY_SHOWN})"
+    )
+    install_fixture(tmp_path, monkeypatch)
+    assert _refused(tmp_path, counterfactual_judges, {}, {**two, "judge": "g3"}) == (
+        "counterfactual_judges: --model-role gradr_2=mockllm/g2: no scorer or solver of this "
+        f"task reads the role 'gradr_2'; did you mean grader_2? (its roles: {JURY_SHOWN})"
+    )
+    assert _refused(tmp_path, counterfactual_judges, {}, {"grader": "g1", "judge": "g3"}) == (
+        "counterfactual_judges: --model-role judge=mockllm/g3: no scorer or solver of this task "
+        f"reads the role 'judge' (its roles: {JURY_SHOWN})"
+    )
+    assert _refused(tmp_path, counterfactual_build, {}, {"grader": "g1", "grader_2": "g2"}) == (
+        "counterfactual_build: --model-role grader_2=mockllm/g2: no scorer or solver of this "
+        "task reads the role 'grader_2'; did you mean grader? (its roles: grader; a jury of "
+        "graders judges in counterfactual_judges)"
+    )
+
+
+@pytest.mark.filterwarnings("ignore:.*counts differ from the published dataset")
+def test_a_role_bound_to_a_task_that_reads_none_is_refused(tmp_path, monkeypatch):
+    """A grader bound to MedREQAL without ``-T judge=true`` judged nothing, and said nothing."""
+    grader = {"grader": "g1"}
+    assert _refused(tmp_path, medreqal, MEDREQAL_DATA, grader) == (
+        "medreqal: --model-role grader=mockllm/g1: this task reads no model role (-T judge=true "
+        f"adds the agreement judge, which reads {JURY_SHOWN})"
+    )
+    assert _refused(tmp_path, healthfc, {"data_file": str(HEALTHFC)}, grader).startswith(
+        "healthfc: --model-role grader=mockllm/g1: this task reads no model role (-T judge=true "
+    )
+    install_fixture(tmp_path / "oncology", monkeypatch)
+    assert _refused(tmp_path, oncology_rct, {}, grader) == (
+        "oncology_rct: --model-role grader=mockllm/g1: this task reads no model role"
+    )
+    install_medevidence(tmp_path / "medevidence", monkeypatch)
+    assert _refused(tmp_path, medevidence, {}, {"critic": "c"}) == (
+        "medevidence: --model-role critic=mockllm/c: this task reads no model role"
+    )
+
+
+@pytest.mark.slow
+def test_the_refused_role_is_one_line_from_the_command(tmp_path):
+    args = ["eval", "med_evals/medreqal", "-T", f"data_file={MEDREQAL_DATA['data_file']}",
+            "-T", "judge=true", "--model", "mockllm/model", "--model-role", "grader=mockllm/g1",
+            "--model-role", "gradr_2=mockllm/g2", "--display", "none", "--log-dir", "logs"]
+    proc = subprocess.run([INSPECT, *args], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=180, env={**os.environ, "COLUMNS": "300",
+                                            "PYTHONWARNINGS": "ignore::UserWarning"})
+    assert proc.returncode == 1 and not proc.stdout.strip()
+    assert [line for line in proc.stderr.splitlines() if line.strip()] == [
+        "med_evals: medreqal: --model-role gradr_2=mockllm/g2: no scorer or solver of this task "
+        f"reads the role 'gradr_2'; did you mean grader_2? (its roles: {JURY_SHOWN})"
+    ]
+    assert not list_eval_logs(str(tmp_path / "logs"))

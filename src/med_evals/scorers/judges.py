@@ -5,9 +5,10 @@
 ``grader_3``, ... (``--model-role grader_2=openai/gpt-4o``). Every bound role named ``grader``
 or ``grader_<n>`` (n >= 2) is on the jury, in the order of n; another role whose name starts
 with ``grader`` (``grader2``, ``grader_1``) or a role bound to a list of models is refused
-before the run. One grader logs the same score values, metric keys and numbers from the same
-grades as before juries existed (its prompts quote the judged text and its grade is read
-strictly, below, since :data:`JUDGE_VERSION` 2.0.0).
+before the run; any other role a task does not read (``gradr_2``) is refused by the task
+(:func:`med_evals.tasks.run_checks.role_problem`). One grader logs the same score values,
+metric keys and numbers from the same grades as before juries existed (its prompts quote the
+judged text and its grade is read strictly, below, since :data:`JUDGE_VERSION` 2.0.0).
 
 **The jury's verdict** (categorical judges: agreement, the edited abstract) is the grade most of
 its graders gave, among those that gave one; a tie for most is its own outcome, ``TIE``, counted
