@@ -13,6 +13,9 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   task's scorers (through the scorer's registry entry, like Inspect's own override).
 - ``active_model``: the model under evaluation while Inspect builds a task (None outside a run;
   unlike ``get_model()``, it never creates one).
+- ``active_generate_config``: the run's generate settings (the task's, then the eval's:
+  ``--attempt-timeout``, ``--max-retries``, ...), which Inspect gives the model under evaluation
+  in full but a role's model only in part (:func:`med_evals.scorers.judges.grader_config`).
 - ``registry_find``: the model providers and tasks Inspect knows, to name the closest to a
   misspelt one (:func:`unknown_provider_message`, :func:`unknown_task_message`).
 - :func:`vllm_url_given`: whether a ``vllm/`` model was given a server URL (an attribute of
@@ -63,6 +66,7 @@ from inspect_ai._util.registry import (
     set_registry_info,
 )
 from inspect_ai.log._samples import sample_active
+from inspect_ai.model._generate_config import active_generate_config
 from inspect_ai.model._model import active_model
 from inspect_ai.scorer import Metric, Scorer
 from inspect_ai.scorer._scorer import scorer_metrics
@@ -70,6 +74,7 @@ from rich.markup import escape
 
 __all__ = [
     "InputError",
+    "active_generate_config",
     "active_model",
     "PrerequisiteError",
     "TerminateSampleError",

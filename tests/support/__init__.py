@@ -1,7 +1,10 @@
 """Helpers shared by the tests."""
 
+import contextlib
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 #: the ``inspect`` command of the environment the tests run in (for subprocesses)
@@ -22,3 +25,20 @@ def free_port() -> int:
 N_BOOT = 200
 #: the same, as ``med-evals regress`` arguments
 NB = ("--n-boot", str(N_BOOT))
+
+
+@contextlib.contextmanager
+def deadline(seconds: int) -> Iterator[None]:
+    """Fail with ``TimeoutError`` (raised in the main thread by ``SIGALRM``) instead of hanging
+    past ``seconds``: for a test of something that used to hang."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

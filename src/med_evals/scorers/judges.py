@@ -5,9 +5,10 @@
 ``grader_3``, ... (``--model-role grader_2=openai/gpt-4o``). Every bound role named ``grader``
 or ``grader_<n>`` (n >= 2) is on the jury, in the order of n; another role whose name starts
 with ``grader`` (``grader2``, ``grader_1``) or a role bound to a list of models is refused
-before the run. One grader logs the same score values, metric keys and numbers from the same
-grades as before juries existed (its prompts quote the judged text and its grade is read
-strictly, below, since :data:`JUDGE_VERSION` 2.0.0).
+before the run; any other role a task does not read (``gradr_2``) is refused by the task
+(:func:`med_evals.tasks.run_checks.role_problem`). One grader logs the same score values,
+metric keys and numbers from the same grades as before juries existed (its prompts quote the
+judged text and its grade is read strictly, below, since :data:`JUDGE_VERSION` 2.0.0).
 
 **The jury's verdict** (categorical judges: agreement, the edited abstract) is the grade most of
 its graders gave, among those that gave one; a tie for most is its own outcome, ``TIE``, counted
@@ -21,16 +22,23 @@ share of items they split on). docs/numbers.md, "Judges and juries".
 reference beside it) sits between its own tags (``<candidate_answer>`` ... ``</candidate_answer>``),
 HTML-escaped (``&``, ``<``, ``>``), so the text cannot close its block or open another.
 
-**The grade is read from the grader's own answer only**: text the grader echoes between our
-tags is removed first; then the grade is the reply's last JSON object, standing on its own (the
-braces before it balance, none follows it). A reply without any JSON object may give a bare
-grade (``Rating: 4``, ``contradicts``) only when it gives exactly one; two grade lines, a last
-object inside a broken one, or an object without a valid grade is unreadable. So a grade
-written in the candidate's text, echoed by the grader, is never read as the grader's.
+**The grade is read from the grader's own answer only** (:func:`grader_text`): every verbatim
+echo of a judged text (as given, HTML-escaped as we quote it, or with its escapes decoded) is
+removed from the reply, then each of our quoted blocks from its first opening tag to its last
+closing tag, so a ``</candidate_answer>`` inside an echoed text cannot end the block early. Then
+the grade is the reply's last JSON object, standing on its own (the braces before it balance,
+none follows it). A reply without any JSON object may give a bare grade (``Rating: 4``,
+``contradicts``) only when it gives exactly one; two grade lines, a last object inside a broken
+one, or an object without a valid grade is unreadable. So a grade written in the candidate's
+text, echoed by the grader, is never read as the grader's.
 
 A judge reply that cannot be parsed is asked again, at most ``attempts`` times in all (the
 follow-up turn says what was wrong); after that the item counts as a judge failure of that
-grader, which every judge metric reports (``judge_failures``): never a silent NaN.
+grader, which every judge metric reports (``judge_failures``): never a silent NaN. A provider
+error that Inspect's retries did not cure (``--max-retries``, ``--timeout``, an attempt cut by
+``--attempt-timeout``) is that grader's judge failure too, named in the score's explanation; the
+other graders' grades of the item are kept. Each grader's call gets the run's per-attempt
+timeouts, which Inspect does not pass on to a role's model (:func:`grader_config`).
 """
 
 from __future__ import annotations
@@ -51,6 +59,7 @@ from inspect_ai.model import (
     ChatMessage,
     ChatMessageAssistant,
     ChatMessageUser,
+    GenerateConfig,
     Model,
     get_model,
     model_roles,
@@ -62,16 +71,20 @@ from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from med_evals._compat import InputError
+from med_evals._compat import InputError, active_generate_config
 from med_evals.reference import reference_text
-from med_evals.solvers.generate import GENERATE_ERROR
+from med_evals.solvers.generate import CONTROL_FLOW, GENERATE_ERROR
 from med_evals.stats import proportion_with_intervals
 
 #: The version of the judges' prompts and grade reading (recorded in the tasks' metadata):
-#: 2.0.0 quotes the judged texts and reads only the grader's final answer.
-JUDGE_VERSION = "2.0.0"
+#: 2.0.0 quotes the judged texts and reads only the grader's final answer; 2.1.0 removes the
+#: echoes of the judged texts and each quoted block up to its last closing tag, and counts a
+#: grader's provider error as its judge failure.
+JUDGE_VERSION = "2.1.0"
 GRADER_ROLE = "grader"
 JUDGE_FAILURE = "JUDGE_FAILURE"
+#: how a judge failure caused by a provider error starts its explanation
+PROVIDER_ERROR = "provider error"
 #: the jury's verdict when two grades tie for most votes (counted, never broken)
 TIE = "TIE"
 #: a sample the judge was not asked about (no reply to judge, or nothing to compare it with)
@@ -109,6 +122,33 @@ def grader_number(role: str) -> int | None:
 def grader_model() -> Model:
     """The model bound to the ``grader`` role; a clear error when there is none."""
     return get_model(role=GRADER_ROLE, required=True)
+
+
+#: the run's per-attempt limits, which Inspect does not pass on to a role's model
+ATTEMPT_LIMITS = ("attempt_timeout", "stream_idle_timeout")
+
+
+def grader_config(grader: Model) -> GenerateConfig:
+    """The settings of a grader's call: the run's per-attempt limits (``--attempt-timeout``,
+    ``stream_idle_timeout``) where the grader's own settings give none.
+
+    Inspect gives a role's model the run's ``--max-retries``, ``--timeout``,
+    ``--max-connections`` and cache, but not its per-attempt timeouts (``Model._resolve_config``
+    merges only those four into a model that is not the one under evaluation): a grader that
+    never answered hung the run whatever ``--attempt-timeout`` said. A grader with a batch
+    setting of its own keeps its own (an attempt of a batched call waits for a whole batch, which
+    a timeout meant for a direct call would cut and send again).
+    """
+    if grader.config.batch:
+        return GenerateConfig()
+    run = active_generate_config()
+    return GenerateConfig(
+        **{
+            k: getattr(run, k)
+            for k in ATTEMPT_LIMITS
+            if getattr(grader.config, k) is None and getattr(run, k) is not None
+        }
+    )
 
 
 def jury() -> dict[str, Model]:
@@ -225,11 +265,16 @@ async def _each(graders: Mapping[str, Model], ask: Callable[[Model], Awaitable[T
 
 # --- quoting the judged text, reading the grader's own grade ----------------------------------
 
-#: the tags of the quoted blocks in the judges' prompts
+#: the tags of the quoted blocks in the judges' prompts (the paired judge's end in _a and _b)
 QUOTE_TAGS = ("question", "review_conclusion", "candidate_answer", "title", "abstract")
-_QUOTED = re.compile(
-    r"<(" + "|".join(QUOTE_TAGS) + r")(?:_[ab])?>.*?</\1(?:_[ab])?>", re.DOTALL | re.IGNORECASE
+_BLOCKS = tuple(
+    (re.compile(f"<{t}{s}>", re.IGNORECASE), re.compile(f"</{t}{s}>", re.IGNORECASE))
+    for t in QUOTE_TAGS
+    for s in ("", "_a", "_b")
 )
+#: a judged text shorter than this is not removed from a grader's reply: it would cut the
+#: grader's own words (a reply ``agrees`` judged by ``agrees``) and holds no JSON grade
+MIN_ECHO = 8
 _DECODER = json.JSONDecoder()
 
 
@@ -239,9 +284,48 @@ def quote(tag: str, text: str) -> str:
     return f"<{tag}>\n{html.escape(str(text), quote=False)}\n</{tag}>"
 
 
-def grader_text(reply: str) -> str:
-    """The grader's reply without what it echoed of our quoted blocks."""
-    return _QUOTED.sub(" ", reply)
+def echo_forms(judged: Iterable[str]) -> list[str]:
+    """Each judged text as a grader may echo it: as given, HTML-escaped (as quoted in the
+    prompt) and with its HTML escapes decoded; stripped, at least :data:`MIN_ECHO` characters,
+    longest first."""
+    forms = set()
+    for text in judged:
+        for form in (str(text), html.escape(str(text), quote=False), html.unescape(str(text))):
+            if len(form.strip()) >= MIN_ECHO:
+                forms.add(form.strip())
+    return sorted(forms, key=lambda f: (-len(f), f))
+
+
+def _quoted_spans(text: str) -> list[tuple[int, int]]:
+    """Where our quoted blocks are in ``text``: each tag's first opening tag to its last closing
+    tag, overlapping spans merged."""
+    spans = []
+    for opening, closing in _BLOCKS:
+        first = opening.search(text)
+        ends = [m.end() for m in closing.finditer(text)]
+        if first is not None and ends and ends[-1] > first.start():
+            spans.append((first.start(), ends[-1]))
+    merged: list[tuple[int, int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def grader_text(reply: str, judged: Iterable[str] = ()) -> str:
+    """The grader's own words: its reply without any verbatim echo of the ``judged`` texts
+    (:func:`echo_forms`), then without our quoted blocks, each from its first opening tag to its
+    last closing tag: a closing tag inside an echoed text (its escapes decoded) cannot end the
+    block early and leave what follows it, a planted grade, outside."""
+    for form in echo_forms(judged):
+        reply = reply.replace(form, " ")
+    out, at = [], 0
+    for start, end in _quoted_spans(reply):
+        out += [reply[at:start], " "]
+        at = end
+    return "".join(out) + reply[at:]
 
 
 def final_object(text: str) -> tuple[bool, dict[str, Any] | None]:
@@ -275,6 +359,16 @@ def _one_grade_line(pattern: re.Pattern[str], text: str) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def error_name(ex: BaseException) -> str:
+    """``<type>: <message>`` of the error a model call ended with: for Inspect's retries given
+    up (tenacity's ``RetryError``), the error of the last attempt."""
+    last = getattr(ex, "last_attempt", None)
+    inner = last.exception() if last is not None and hasattr(last, "exception") else None
+    if isinstance(inner, BaseException):
+        ex = inner
+    return f"{type(ex).__name__}: {ex}"
+
+
 async def ask_judge(
     grader: Model,
     prompt: str,
@@ -282,11 +376,25 @@ async def ask_judge(
     attempts: int,
     fix_hint: str,
 ) -> tuple[Any | None, list[str]]:
-    """Ask ``prompt``; re-ask (with ``fix_hint``) until ``parse`` accepts, ``attempts`` at most."""
+    """Ask ``prompt``; re-ask (with ``fix_hint``) until ``parse`` accepts, ``attempts`` at most:
+    (the parsed grade or None, the grader's replies).
+
+    The call has the run's per-attempt timeouts (:func:`grader_config`). A provider error that
+    Inspect's own retries did not cure ends the asking: no grade, and the last entry of the
+    replies names the error (``provider error: <type>: <message>``). Inspect's control flow
+    (limits, cancellation) is never caught.
+    """
     messages: list[ChatMessage] = [ChatMessageUser(content=prompt)]
     replies: list[str] = []
+    config = grader_config(grader)
     for _ in range(max(1, attempts)):
-        output = await grader.generate(messages)
+        try:
+            output = await grader.generate(messages, config=config)
+        except Exception as ex:  # noqa: BLE001 - that grader's judge failure, named
+            if isinstance(ex, CONTROL_FLOW):
+                raise
+            replies.append(f"{PROVIDER_ERROR}: {error_name(ex)}")
+            return None, replies
         text = output.completion
         replies.append(text)
         parsed = parse(text)
@@ -294,6 +402,13 @@ async def ask_judge(
             return parsed, replies
         messages += [ChatMessageAssistant(content=text), ChatMessageUser(content=fix_hint)]
     return None, replies
+
+
+def _judging(
+    parse: Callable[[str, Iterable[str]], T | None], *judged: str
+) -> Callable[[str], T | None]:
+    """``parse`` for the replies to a prompt that quotes ``judged``."""
+    return lambda reply: parse(reply, judged)
 
 
 def _note(parsed: Mapping[str, Any] | None, replies: list[str]) -> str:
@@ -374,9 +489,10 @@ def paired_prompt(a: tuple[str, str], b: tuple[str, str]) -> str:
     )
 
 
-def parse_rating(text: str) -> dict[str, Any] | None:
-    """The grader's rating: the JSON object ending its reply, else its one ``Rating: N``."""
-    body = grader_text(text)
+def parse_rating(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The grader's rating: the JSON object ending its reply, else its one ``Rating: N``
+    (``judged``: the texts it was given, whose echoes are not its words)."""
+    body = grader_text(text, judged)
     has_object, obj = final_object(body)
     rating = (obj or {}).get("rating") if has_object else _one_grade_line(_RATING_LINE, body)
     try:
@@ -388,9 +504,10 @@ def parse_rating(text: str) -> dict[str, Any] | None:
     return {"rating": rating, "reason": str((obj or {}).get("reason", "")).strip()}
 
 
-def parse_edited(text: str) -> dict[str, Any] | None:
-    """The grader's pick: the JSON object ending its reply, else its one ``Edited: A``."""
-    body = grader_text(text)
+def parse_edited(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | None:
+    """The grader's pick: the JSON object ending its reply, else its one ``Edited: A``
+    (``judged``: the texts it was given, whose echoes are not its words)."""
+    body = grader_text(text, judged)
     has_object, obj = final_object(body)
     choice = (obj or {}).get("edited") if has_object else _one_grade_line(_EDITED_LINE, body)
     choice = str(choice).strip().upper() if choice is not None else None
@@ -500,7 +617,9 @@ def plausibility_judge(attempts: int = 3) -> Scorer:
 
         async def rate(grader: Model) -> list[tuple[Any, list[str]]]:
             return [
-                await ask_judge(grader, rate_prompt(t, a), parse_rating, attempts, FIX_RATING)
+                await ask_judge(
+                    grader, rate_prompt(t, a), _judging(parse_rating, t, a), attempts, FIX_RATING
+                )
                 for _, t, a in items
             ]
 
@@ -555,9 +674,8 @@ def detectability_judge(seed: int = 0, attempts: int = 3) -> Scorer:
         orig = (md["title"], md["abstract"])
         cf = (md["counterfactual_title"], md["counterfactual_abstract"])
         prompt = paired_prompt(*((cf, orig) if cf_first else (orig, cf)))
-        results = await _each(
-            graders, lambda g: ask_judge(g, prompt, parse_edited, attempts, FIX_PAIRED)
-        )
+        parse = _judging(parse_edited, *orig, *cf)
+        results = await _each(graders, lambda g: ask_judge(g, prompt, parse, attempts, FIX_PAIRED))
         truth = "A" if cf_first else "B"
         picks = {r: parsed["edited"] if parsed else JUDGE_FAILURE for r, (parsed, _) in
                  results.items()}
@@ -618,10 +736,11 @@ def agreement_prompt(question: str, reference: str, answer: str) -> str:
     )
 
 
-def parse_agreement(text: str) -> dict[str, Any] | None:
+def parse_agreement(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | None:
     """The grader's verdict: the JSON object ending its reply, else a reply that is only the
-    verdict (``contradicts.``)."""
-    body = grader_text(text)
+    verdict (``contradicts.``) (``judged``: the texts it was given, whose echoes are not its
+    words)."""
+    body = grader_text(text, judged)
     has_object, obj = final_object(body)
     verdict = str((obj or {}).get("verdict", "")) if has_object else body
     verdict = verdict.strip().lower().strip(".!*\"' ")
@@ -698,8 +817,9 @@ def conclusion_agreement(
                 value.update({f"{r}/agreement": missing for r in graders})
             return Score(value=value, answer=missing, explanation="not judged", metadata=meta)
         prompt = agreement_prompt(question, reference, reply)
+        parse = _judging(parse_agreement, question, reference, reply)
         results = await _each(
-            graders, lambda g: ask_judge(g, prompt, parse_agreement, attempts, FIX_AGREEMENT)
+            graders, lambda g: ask_judge(g, prompt, parse, attempts, FIX_AGREEMENT)
         )
         verdicts = {
             r: parsed["verdict"] if parsed else JUDGE_FAILURE for r, (parsed, _) in results.items()

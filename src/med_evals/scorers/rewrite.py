@@ -40,7 +40,7 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.judges import grader_model
+from med_evals.scorers.judges import error_name, grader_config, grader_model
 from med_evals.scorers.oncology_rct import invert_outcome, parse_outcome_strict
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import GENERATE_ERROR
@@ -164,12 +164,14 @@ def output_row(
 
 
 async def classify(grader: Model, title: str, abstract: str) -> tuple[str, str]:
-    """The grader's label for a rewrite, asked as the study asked its models: (label, reply)."""
+    """The grader's label for a rewrite, asked as the study asked its models: (label, reply).
+    The call has the run's per-attempt timeouts, as a judge's has (:func:`grader_config`)."""
     output = await grader.generate(
         [
             ChatMessageSystem(content=prompts.ONCOLOGY_SYSTEM_PROMPT),
             ChatMessageUser(content=prompts.TITLE_ABSTRACT.format(title=title, abstract=abstract)),
-        ]
+        ],
+        config=grader_config(grader),
     )
     if output.error:
         raise RuntimeError(output.error)
@@ -283,7 +285,7 @@ def rewrite_check(
             return Score(
                 value=_value(ERROR, "grader_error", changes, ""),
                 answer=ERROR,
-                explanation=f"grader error: {type(ex).__name__}: {ex}",
+                explanation=f"grader error: {error_name(ex)}",
             )
         if label != target.text:
             return Score(

@@ -17,8 +17,9 @@ from med_evals._compat import PrerequisiteError, TerminateSampleError
 
 GENERATE_ERROR = "generate_error"
 
-#: Inspect's own control flow and configuration errors: never recorded as a provider failure.
-_CONTROL = (LimitExceededError, TerminateSampleError, PrerequisiteError)
+#: Inspect's own control flow and configuration errors: never recorded as a provider failure
+#: (here, nor as a judge failure: :func:`med_evals.scorers.judges.ask_judge`).
+CONTROL_FLOW = (LimitExceededError, TerminateSampleError, PrerequisiteError)
 
 
 @solver
@@ -30,7 +31,7 @@ def generate_or_record_error() -> Solver:
         try:
             return await gen(state, generate)
         except Exception as ex:  # noqa: BLE001 - recorded, counted and shown in the log
-            if isinstance(ex, _CONTROL):
+            if isinstance(ex, CONTROL_FLOW):
                 raise
             state.metadata[GENERATE_ERROR] = error_text(ex)
             return state

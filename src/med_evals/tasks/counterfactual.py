@@ -42,6 +42,7 @@ from med_evals.params import (
     check_params,
 )
 from med_evals.scorers.judges import (
+    GRADER_ROLE,
     JUDGE_VERSION,
     detectability_judge,
     grader_model,
@@ -53,11 +54,19 @@ from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
-from med_evals.tasks.run_checks import before_run
+from med_evals.tasks.run_checks import JURY, Roles, before_run
 
 #: Versions of the tasks that build data rather than measure a model (no study spec).
 BUILD_VERSION = "2.0.0"
 JUDGES_VERSION = "2.0.0"  # 2.0.0: judged texts quoted, a jury (scorers.judges)
+
+#: the builder's role: its flip check asks the grader alone
+FLIP_CHECK = Roles(
+    reads=lambda role: role == GRADER_ROLE,
+    names=(GRADER_ROLE,),
+    shown=GRADER_ROLE,
+    hint="a jury of graders judges in counterfactual_judges",
+)
 
 BUILD_SYSTEM = (
     "You edit abstracts of randomized controlled oncology trials to create counterfactual "
@@ -167,7 +176,7 @@ def counterfactual_build(
         )
     if not samples:
         raise ValueError(f"nothing to build: all {len(df)} trials are already accepted in {resume}")
-    before_run("counterfactual_build", samples)
+    before_run("counterfactual_build", samples, roles=FLIP_CHECK)
     return Task(
         dataset=MemoryDataset(samples, name="counterfactual-build"),
         solver=[system_message(BUILD_SYSTEM), generate_or_record_error()],
@@ -248,7 +257,8 @@ def counterfactual_judges(
         )
         for trial, row in df.iterrows()
     ]
-    before_run("counterfactual_judges", samples, model_called=False)  # only the grader is
+    # only the graders are called
+    before_run("counterfactual_judges", samples, model_called=False, roles=JURY)
     return Task(
         dataset=MemoryDataset(samples, name="counterfactual-judges"),
         solver=[],

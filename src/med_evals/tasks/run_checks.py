@@ -9,6 +9,11 @@
   from Python.
 - ``--model vllm/<name>`` with no server URL and no vLLM installed to start one stops with one
   line saying how to give either (:func:`med_evals.models.providers.vllm_server_problem`).
+- A model role that no scorer or solver of the task reads (``--model-role gradr_2=...``) stops
+  the run with one line naming the closest role the task reads (:func:`role_problem`): Inspect
+  binds any role name and says nothing when no code asks for it, so a misspelt grader ran a
+  one-grader "jury" and a grader bound to MedREQAL without ``-T judge=true`` judged nothing.
+  Each task says which roles it reads (:class:`Roles`; none by default).
 - A replayed model (``--model replay/<file>``) must have a record for at least one sample of
   the task (:func:`med_evals.models.replay.check_covers`): a recording of another task, or with
   other sample ids, stops the run with one line instead of failing every sample.
@@ -25,8 +30,10 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -36,22 +43,52 @@ from click.core import ParameterSource
 from inspect_ai.dataset import Sample
 from inspect_ai.hooks import Hooks, RunEnd, hooks
 from inspect_ai.log import EvalLog
+from inspect_ai.model import Model, model_roles
 
 from med_evals._compat import InputError, active_model
 from med_evals.log_files import scheme
 from med_evals.models.providers import vllm_server_problem
 from med_evals.models.replay import check_covers
 from med_evals.outputs import not_a_folder
+from med_evals.scorers.judges import GRADER_ROLE, grader_number
 
 PREFIX = "med_evals/"
 
 
-def before_run(task: str, samples: Sequence[Sample], model_called: bool = True) -> None:
+def _reads_none(role: str) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Roles:
+    """The model roles a task's scorers and solvers read: ``reads(role)`` says whether one is;
+    ``names`` are offered as the closest to a role it does not read, ``shown`` lists them for a
+    user, ``hint`` says what else to know (how to make the task read one)."""
+
+    reads: Callable[[str], bool] = _reads_none
+    names: tuple[str, ...] = ()
+    shown: str = ""
+    hint: str = ""
+
+
+#: a task that reads no role
+NO_ROLES = Roles()
+#: the judges' roles: ``grader``, ``grader_2``, ``grader_3``, ... (:mod:`med_evals.scorers.judges`)
+JURY = Roles(
+    reads=lambda role: grader_number(role) is not None,
+    names=(GRADER_ROLE, *(f"{GRADER_ROLE}_{n}" for n in range(2, 10))),
+    shown="grader, grader_2, grader_3, ...",
+)
+
+
+def before_run(
+    task: str, samples: Sequence[Sample], model_called: bool = True, roles: Roles = NO_ROLES
+) -> None:
     """The checks every task makes on its samples (see the module's docstring);
-    ``model_called=False`` for a task whose solver never calls the model under evaluation."""
-    problem = run_option_problem(task)
-    if problem is None:
-        problem = log_dir_problem(task)
+    ``model_called=False`` for a task whose solver never calls the model under evaluation;
+    ``roles``: the model roles its scorers and solvers read."""
+    problem = (run_option_problem(task) or log_dir_problem(task)
+               or role_problem(task, roles))
     if problem is None and model_called:
         problem = vllm_server_problem(active_model())
     if problem is not None:
@@ -59,6 +96,31 @@ def before_run(task: str, samples: Sequence[Sample], model_called: bool = True) 
     if model_called:
         check_covers(task, [str(s.id) for s in samples])
     _register_no_sample_notice()
+
+
+def _bound(model: Model | list[Model]) -> str:
+    return ", ".join(str(m) for m in model) if isinstance(model, list) else str(model)
+
+
+def role_problem(task: str, roles: Roles) -> str | None:
+    """``<task>: --model-role <role>=<model>: ...`` for the first role bound to the run that the
+    task does not read (its closest role named, where one is close), or None."""
+    for role, model in model_roles().items():
+        if roles.reads(role):
+            continue
+        given = f"{task}: --model-role {role}={_bound(model)}"
+        if not roles.names:
+            return f"{given}: this task reads no model role" + (
+                f" ({roles.hint})" if roles.hint else ""
+            )
+        close = difflib.get_close_matches(role, roles.names, n=1)
+        closest = f"; did you mean {close[0]}?" if close else ""
+        hint = f"; {roles.hint}" if roles.hint else ""
+        return (
+            f"{given}: no scorer or solver of this task reads the role {role!r}{closest} "
+            f"(its roles: {roles.shown}{hint})"
+        )
+    return None
 
 
 #: Inspect's run options that must be at least 1, and what 0 does

@@ -38,7 +38,7 @@ from med_evals.study import (
     Study,
 )
 from med_evals.subsets import load_subset, select
-from med_evals.tasks.run_checks import before_run
+from med_evals.tasks.run_checks import JURY, Roles, before_run
 
 #: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
 PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
@@ -51,6 +51,10 @@ VERDICT_HEADLINE = (
     Headline("macro_f1_all", "Macro-F1", "all samples (no label = miss)", "ours", _DENOMINATOR),
     VALID_RATE,
 )
+
+
+#: the roles without ``-T judge=true``: none (a grader bound then would judge nothing)
+NO_JUDGE = Roles(hint=f"-T judge=true adds the agreement judge, which reads {JURY.shown}")
 
 
 def verdict_params() -> dict[str, Check]:
@@ -135,7 +139,7 @@ def verdict_task(
     """
     samples = apply_subset(study.task, samples, subset)
     prompted = prompted_samples(samples, prompt, evidence=evidence, keep_question=judge)
-    before_run(study.task, prompted)
+    before_run(study.task, prompted, roles=JURY if judge else NO_JUDGE)
     return Task(
         dataset=MemoryDataset(prompted, name=study.task, location=str(path)),
         solver=generate_or_record_error(),
