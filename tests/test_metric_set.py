@@ -94,3 +94,50 @@ def test_a_metric_added_to_a_set_reaches_log_report_and_gate(
     [row] = [r for r in rows if r.metric == "cohen_kappa_valid"]
     assert row.old == row.new == pytest.approx(want, abs=1e-12) and row.verdict == "info"
     assert {r.verdict for r in rows if r.test.startswith("headline")} == {"ok"}
+
+
+@pytest.mark.slow
+def test_a_baseline_outlives_a_new_metric_but_not_a_changed_prompt(tmp_path, monkeypatch, capsys):
+    """Issue 37: a baseline recorded before a metric is added (and the version bumped, as
+    CONTRIBUTING asks) still gates the same replies (exit 0); one recorded before a prompt
+    change exits 3 naming the prompt. The gate compares what its numbers depend on (the inputs
+    sent, the study code's behaviour, the settings), not the task's version."""
+    from dataclasses import replace
+
+    from med_evals.cli import main
+    from med_evals.tasks.oncology_conditions import CONDITIONS
+
+    install_fixture(tmp_path / "data", monkeypatch)
+    model = get_model("mockllm/reader", custom_outputs=replying(_reply))
+
+    def run(name: str) -> str:
+        inspect_eval(oncology_rct(), model=model, display="none", log_dir=str(tmp_path / name))
+        return str(tmp_path / name)
+
+    baseline = tmp_path / "baseline.json"
+    assert main(["baseline", run("before"), "-o", str(baseline)]) == 0
+    # a metric added to the full set, and the version bumped
+    original = ONCOLOGY_RCT.metrics
+
+    def with_kappa(study, full=True, label_set=None, **options):  # noqa: ANN001
+        return [*original(study, full, label_set, **options), cohen_kappa_valid()]
+
+    object.__setattr__(ONCOLOGY_RCT, "metrics", with_kappa)
+    object.__setattr__(ONCOLOGY_RCT, "version", "2.2.0")
+    try:
+        after = run("metric_added")
+    finally:
+        object.__setattr__(ONCOLOGY_RCT, "metrics", original)
+        object.__setattr__(ONCOLOGY_RCT, "version", "2.1.0")
+    capsys.readouterr()
+    assert main(["regress", "--n-boot", "100", "--baseline", str(baseline), after]) == 0
+    assert "pass: 3 gated metric(s) tested" in capsys.readouterr().out
+    # the prompt changed: the same replies, but not the same question put
+    cond = CONDITIONS["title_abstract"]
+    monkeypatch.setitem(CONDITIONS, "title_abstract",
+                        replace(cond, template=cond.template.replace("Title:", "TITLE:")))
+    changed = run("prompt_changed")
+    assert main(["regress", "--n-boot", "100", "--baseline", str(baseline), changed]) == 3
+    out = capsys.readouterr().out
+    assert ("undecided: oncology_rct / mockllm/reader: setup changed (prompt: the input sent "
+            "differs on 6 of 6 shared samples of condition title_abstract (e.g. ") in out

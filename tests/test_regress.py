@@ -111,9 +111,22 @@ def test_a_real_drop_is_a_regression(runs):
 
 
 def test_changed_setup_is_reported_not_a_regression(runs):
-    rows, _ = regress(make_baseline([runs["baseline"]]), [runs["other_setup"]], n_boot=100)
+    baseline = make_baseline([runs["baseline"]])
+    baseline["runs"][0]["setup"]["generation"]["temperature"] = 0.7
+    rows, _ = regress(baseline, [runs["same"]], n_boot=100)
     assert [r.verdict for r in rows] == ["setup changed"]
-    assert "task_args" in rows[0].detail
+    assert rows[0].detail == "changed: generation.temperature 0.7 -> 0.0"
+
+
+def test_conditions_are_gated_one_by_one(runs):
+    """A run of another condition: the baseline's condition is untested (not in the new run),
+    the new condition is shown and not gated (the baseline has none to compare with): conditions
+    are a per-sample dimension, not a setup."""
+    rows, _ = regress(make_baseline([runs["baseline"]]), [runs["other_setup"]], n_boot=100)
+    verdicts = {(r.metric.split("/")[0], r.verdict) for r in rows}
+    assert verdicts == {("title_abstract", "untested"), ("abstract_only", "info")}
+    assert {r.detail for r in rows if r.verdict == "info"} == {
+        "condition 'abstract_only' not in the baseline: not gated"}
 
 
 @pytest.mark.slow
@@ -165,12 +178,17 @@ def _last_lines(capsys):
 
 
 def test_a_changed_setup_is_undecided_naming_the_fields(runs, tmp_path, capsys):
-    path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
-    assert cli_main(["regress", *NB, "--baseline", path, str(runs["other_setup"])]) == 3
+    baseline = make_baseline([runs["baseline"]])
+    baseline["runs"][0]["setup"]["behaviour"]["parser"] = "0123456789abcdef"
+    baseline["runs"][0]["setup"]["generation"]["top_p"] = 0.9
+    path = _save(baseline, tmp_path / "b.json")
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["same"])]) == 3
     lines = _last_lines(capsys)
+    parser = make_baseline([runs["same"]])["runs"][0]["setup"]["behaviour"]["parser"]
     assert lines[0] == (
-        "undecided: oncology_rct / mockllm/reader: setup changed (task_args.condition "
-        "title_abstract -> abstract_only): not compared; record a new baseline"
+        "undecided: oncology_rct / mockllm/reader: setup changed (behaviour.parser "
+        f"0123456789abcdef -> {parser}, generation.top_p 0.9 -> null): not compared; record a "
+        "new baseline"
     )
     assert lines[-1].startswith("UNDECIDED")
 

@@ -59,14 +59,33 @@ def test_the_report_labels_name_a_grader_that_differs():
 
 
 def test_a_format_2_baseline_is_compared_on_its_own_fields():
-    """A baseline recorded before every setting was kept: its 8 fields are compared; the rest
-    is named as not recorded, never as a change."""
-    new = setup_of(_prov(generation={"temperature": 0.0, "max_tokens": 500, "seed": 1}))
+    """A baseline recorded before every setting was kept: its 8 fields are compared (with the
+    new run's provenance seen as such a baseline saw it); the rest is named as not recorded,
+    never as a change."""
+    prov = _prov(generation={"temperature": 0.0, "max_tokens": 500, "seed": 1})
     old = {"dataset_revision": "r1", "data_checksum": "c1", "prompt": None,
            "task_version": "2.0.0", "task_args": {"condition": "title_abstract"},
            "scorer_settings": None, "temperature": 0.0, "max_tokens": 500}
-    assert legacy_view(new) == old
-    assert setup_changes(old, new) == []
-    assert not_recorded(old) == ["generation", "eval", "model_roles"]
-    hotter = setup_of(_prov(generation={"temperature": 0.7, "max_tokens": 500}))
-    assert setup_changes(old, hotter) == ["temperature 0.0 -> 0.7"]
+    assert legacy_view(prov) == old
+    assert setup_changes(old, legacy_view(prov)) == []
+    assert not_recorded(old, setup_of(prov)) == ["generation", "eval", "model_roles"]
+    hotter = _prov(generation={"temperature": 0.7, "max_tokens": 500})
+    assert setup_changes(old, legacy_view(hotter)) == ["temperature 0.0 -> 0.7"]
+
+
+def test_the_code_is_compared_by_behaviour_not_by_version():
+    """A log recording its study's behaviour (labels, parser, value function, each gated
+    number's compute) is compared on it: another version with the same behaviour is the same
+    setup; a changed parser is named. Against a baseline from a log without it, the version is
+    not compared either way (named as not recorded)."""
+    behaviour = {"labels": ["POSITIVE", "NEGATIVE"], "parser": "p1", "values": "v1",
+                 "metrics": {"accuracy_valid": "a1"}}
+    a = setup_of(_prov(behaviour=behaviour, task_version="2.0.0"))
+    b = setup_of(_prov(behaviour=behaviour, task_version="2.1.0"))
+    assert "task_version" not in a and setup_changes(a, b) == []
+    c = setup_of(_prov(behaviour={**behaviour, "parser": "p2"}))
+    assert setup_changes(a, c) == ["behaviour.parser p1 -> p2"]
+    d = setup_of(_prov(behaviour={**behaviour, "metrics": {"accuracy_valid": "a2"}}))
+    assert setup_changes(a, d) == ["behaviour.metrics.accuracy_valid a1 -> a2"]
+    old_log = setup_of(_prov())
+    assert setup_changes(old_log, a) == [] and not_recorded(old_log, a) == ["behaviour"]

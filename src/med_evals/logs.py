@@ -14,6 +14,7 @@ finished log is *unfinished*."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -81,8 +82,9 @@ class Run:
     #: log's folder; ``None``: not listed yet (:meth:`written` asks Inspect)
     mtime: float | None = None
     #: sample id -> what the model saw and said, for the report's per-sample differences
-    #: (:func:`sample_texts`): ``input`` (the start of the last user message), ``reply``, its
-    #: length ``reply_chars``, the ``epoch`` shown and the sample's ``epochs``
+    #: (:func:`sample_texts`): ``input`` (the start of the last user message), ``input_sha``
+    #: (:func:`input_digest`), ``reply``, its length ``reply_chars``, the ``epoch`` shown and
+    #: the sample's ``epochs``
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: each role's tokens (:func:`med_evals.usage.role_usages`), read with the log's header:
     #: the report, baseline and regress price them without reading the log again (a merged
@@ -245,6 +247,8 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "data_checksum": data.get("sha256") or data.get("git_blob_sha1"),
         "task_args": dict(log.eval.task_args or {}),
         "prompt": md.get("prompt"),
+        # what the gated numbers depend on in the study's code (med_evals.study.Study.behaviour)
+        "behaviour": md.get("behaviour"),
         "scorers": [s.name for s in (log.results.scores if log.results else [])],
         # the scorers' own arguments as Inspect recorded them (encoder, layer, reference, ...)
         "scorer_settings": {s.name: dict(s.options or {}) for s in (log.eval.scorers or [])},
@@ -376,6 +380,15 @@ def _input_text(sample: Any) -> str:
     return users[-1].text if users else ""
 
 
+def input_digest(sample: Any) -> str:
+    """A digest of everything a sample's input sends (each message's role and text, in order):
+    two runs sent the same prompt for a sample when their digests are equal (the gate compares
+    them: :func:`med_evals.regress.prompt_changes`)."""
+    messages = ([("user", sample.input)] if isinstance(sample.input, str)
+                else [(m.role, m.text) for m in sample.input])
+    return hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
+
+
 def sample_texts(
     log: EvalLog, path: str, scorer: str, values: dict[str, Any]
 ) -> dict[str, dict[str, Any]]:
@@ -399,6 +412,7 @@ def sample_texts(
         reply = s.output.completion if s.output else ""
         out[sid] = {
             "input": _input_text(s)[:INPUT_CHARS],
+            "input_sha": input_digest(s),
             "reply": reply[:REPLY_CHARS],
             "reply_chars": len(reply),
             "epoch": s.epoch,

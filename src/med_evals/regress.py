@@ -145,6 +145,9 @@ def make_baseline(
                 "setup": r.setup,
                 "metrics": r.metrics,
                 "samples": r.values,
+                # each sample's input digest: the gate finds a changed prompt from them
+                "inputs": {sid: t["input_sha"] for sid, t in r.samples.items()
+                           if t.get("input_sha")},
                 "partial": r.partial,
                 "usage": usage_record(r.usage(prices)),
                 "paid": _paid_record(r, prices),
@@ -243,7 +246,9 @@ def compare_run(
     gated: :func:`metric_rows`). One undecided row instead when the setups differ
     (:func:`med_evals.setup.setup_changes`) or the new run is partial and leaves out samples
     the baseline run has (a forgotten or killed shard: :func:`missing_samples`)."""
-    changed = setup_changes(base["setup"], run.setup)
+    new_setup = legacy_view(run.provenance) if is_legacy(base["setup"]) else run.setup
+    changed = setup_changes(base["setup"], new_setup)
+    changed += prompt_changes(base, run)
     if changed:
         return [
             Row(run.task, run.model, "(all)", math.nan, math.nan, "setup check",
@@ -263,15 +268,17 @@ def compare_run(
     rows: list[Row] = []
     for group in groups:
         prefix = f"{group}/" if group and len(groups) > 1 else ""
-        if group not in old_groups or group not in new_groups:
-            side = "the baseline" if group not in old_groups else "the new run"
-            values = headline(list((new_groups.get(group) or old_groups[group]).values()))
-            for h in study.headline:
-                old_v = values[h.name] if group in old_groups else math.nan
-                new_v = values[h.name] if group in new_groups else math.nan
-                rows.append(Row(run.task, run.model, f"{prefix}{h.name}", old_v, new_v,
-                                "headline", f"untested: condition {group!r} not in {side}",
-                                "untested"))
+        if group not in old_groups:  # a condition the baseline does not use: not gated
+            values = headline(list(new_groups[group].values()))
+            rows += [Row(run.task, run.model, f"{prefix}{h.name}", math.nan, values[h.name],
+                         "headline", f"condition {group!r} not in the baseline: not gated",
+                         "info") for h in study.headline]
+            continue
+        if group not in new_groups:
+            values = headline(list(old_groups[group].values()))
+            rows += [Row(run.task, run.model, f"{prefix}{h.name}", values[h.name], math.nan,
+                         "headline", f"untested: condition {group!r} not in the new run",
+                         "untested") for h in study.headline]
             continue
         old, new = old_groups[group], new_groups[group]
         shared = sorted(set(old) & set(new))
@@ -303,6 +310,28 @@ def compare_run(
     if all_metrics:
         rows += metric_rows(base, run, {r.metric for r in rows})
     return rows
+
+
+def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
+    """``prompt: the input sent differs on 6 of 6 shared samples of condition title_abstract``
+    for each condition where a shared sample's input (every message sent:
+    :func:`med_evals.logs.input_digest`) differs between the baseline and the new run: a
+    changed prompt (or item text) makes the numbers incomparable. Nothing when the baseline
+    recorded no inputs (recorded before they were)."""
+    inputs = base.get("inputs")
+    if not isinstance(inputs, Mapping):
+        return []
+    out = []
+    new_groups = _groups(run.values)
+    for cond, samples in sorted(_groups(base["samples"]).items()):
+        shared = [sid for sid in samples if sid in new_groups.get(cond, {}) and sid in inputs]
+        differ = [sid for sid in shared
+                  if inputs[sid] != (run.samples.get(sid) or {}).get("input_sha")]
+        if differ:
+            where = f" of condition {cond}" if cond else ""
+            out.append(f"prompt: the input sent differs on {len(differ)} of {len(shared)} "
+                       f"shared samples{where} (e.g. {differ[0]})")
+    return out
 
 
 def missing_samples(base: Mapping[str, Any], run: Run) -> str:
@@ -362,7 +391,8 @@ def _identity(task: str, model: str, task_args: Any, setup: Any, fields: Sequenc
 
 
 def _run_identity(run: Run, fields: Sequence[str], legacy: bool = False) -> str:
-    setup = legacy_view(run.setup) if legacy else run.setup  # a format-2 baseline: its fields
+    # compared with a format-2 baseline: its 8 fields
+    setup = legacy_view(run.provenance) if legacy else run.setup
     return _identity(run.task, run.model, run.task_args, setup, fields)
 
 
@@ -502,7 +532,8 @@ def regress(
         for i, b in enumerate(baseline["runs"])
         if i not in compared and (b["task"], b["model"]) not in accounted
     ]
-    unrecorded = sorted({f for b in baseline["runs"] for f in not_recorded(b["setup"])})
+    unrecorded = sorted({f for i, j in matching.pairs.items()
+                         for f in not_recorded(baseline["runs"][j]["setup"], runs[i].setup)})
     if unrecorded:
         notes.append(f"the baseline (format {baseline.get('format')}) did not record "
                      f"{', '.join(unrecorded)}: not compared (record a new baseline to gate "

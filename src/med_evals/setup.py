@@ -4,10 +4,13 @@ A run's **setup** (:func:`setup_of`, from the provenance :func:`med_evals.logs.p
 out of its log) is everything that may change its replies or its scores, but not *which*
 samples it ran nor *which model* answered:
 
-- the data pin (``dataset_revision``, ``data_checksum``), the prompt variant (``prompt``), the
-  task's version (``task_version``), its task arguments but those that change no per-sample
-  value (:data:`~med_evals.study.NON_SETUP_ARGS`) or only select samples
-  (:data:`SELECTION_ARGS`), and the scorers' settings (``scorer_settings``);
+- the data pin (``dataset_revision``, ``data_checksum``), the prompt variant (``prompt``), what
+  the gated numbers depend on in the study's code (``behaviour``, recorded in the log by the
+  task: :meth:`med_evals.study.Study.behaviour`: labels, parser, value function, the compute of
+  each gated number; a log without it: the task's version, ``task_version``), its task
+  arguments but those that change no per-sample value (:data:`~med_evals.study.NON_SETUP_ARGS`),
+  only select samples (:data:`SELECTION_ARGS`) or are a per-sample dimension compared
+  condition by condition (``condition``), and the scorers' settings (``scorer_settings``);
 - **every** generation setting the run was given (``generation``: Inspect's
   ``GenerateConfig``, task defaults and command-line flags alike: temperature, top_p, seed,
   the system message, max_tokens, reasoning settings, ...) except those that only say *how* a
@@ -36,11 +39,13 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from med_evals.study import NON_SETUP_ARGS
+from med_evals.study import NON_SETUP_ARGS, digest
 
 #: Task arguments that choose which samples run, not how they are answered or scored: a run of
-#: the ``ci`` subset and one of ``smoke`` share a setup (the gate compares their shared samples)
-SELECTION_ARGS = ("subset",)
+#: the ``ci`` subset and one of ``smoke`` share a setup (the gate compares their shared samples);
+#: a run's conditions are a per-sample dimension (the gate compares each condition both runs
+#: have, and gates none a baseline does not have)
+SELECTION_ARGS = ("subset", "condition")
 #: Generation settings that say how a call is made, not what is asked: never part of a setup
 CALL_SETTINGS = frozenset({
     "max_retries", "timeout", "attempt_timeout", "stream_idle_timeout", "max_connections",
@@ -80,11 +85,15 @@ def setup_of(provenance: Mapping[str, Any]) -> dict[str, Any]:
                   if k in EVAL_SETTINGS and v is not None}
     if p.get("epochs") is not None:
         evaluation.setdefault("epochs", p.get("epochs"))
+    code: dict[str, Any] = (
+        {"behaviour": _plain(p["behaviour"])} if p.get("behaviour")
+        else {"task_version": p.get("task_version")}
+    )
     return {
         "dataset_revision": p.get("revision"),
         "data_checksum": p.get("data_checksum"),
         "prompt": p.get("prompt"),
-        "task_version": p.get("task_version"),
+        **code,
         "task_args": args,
         "scorer_settings": p.get("scorer_settings"),
         "generation": generation,
@@ -93,14 +102,23 @@ def setup_of(provenance: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def legacy_view(setup: Mapping[str, Any]) -> dict[str, Any]:
-    """A setup as a format-2 baseline recorded it (its 8 fields: temperature and max_tokens
-    at the top level), to compare a new run with such a baseline."""
-    generation = setup.get("generation") or {}
-    out = {k: setup.get(k) for k in LEGACY_FIELDS[:6]}
-    out["temperature"] = generation.get("temperature")
-    out["max_tokens"] = generation.get("max_tokens")
-    return out
+def legacy_view(provenance: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's setup as a format-2 baseline recorded it (its 8 fields: the task version,
+    temperature and max_tokens at the top level, every task argument but ``subset``,
+    ``data_dir`` and ``metrics``), to compare a new run with such a baseline."""
+    p = provenance
+    generation = p.get("generation") or {}
+    return {
+        "dataset_revision": p.get("revision"),
+        "data_checksum": p.get("data_checksum"),
+        "prompt": p.get("prompt"),
+        "task_version": p.get("task_version"),
+        "task_args": {k: _plain(v) for k, v in (p.get("task_args") or {}).items()
+                      if k not in (*NON_SETUP_ARGS, "subset")},
+        "scorer_settings": p.get("scorer_settings"),
+        "temperature": generation.get("temperature", p.get("temperature")),
+        "max_tokens": generation.get("max_tokens", p.get("max_tokens")),
+    }
 
 
 def is_legacy(setup: Mapping[str, Any]) -> bool:
@@ -108,32 +126,50 @@ def is_legacy(setup: Mapping[str, Any]) -> bool:
     return "generation" not in setup
 
 
-def not_recorded(old: Mapping[str, Any]) -> list[str]:
-    """The fields of today's setup that a legacy setup ``old`` did not record."""
-    if not is_legacy(old):
-        return []
-    return [k for k in setup_of({}) if k not in LEGACY_FIELDS]
+def not_recorded(old: Mapping[str, Any], new: Mapping[str, Any] | None = None) -> list[str]:
+    """The fields of ``new`` (default: today's setup) that the recorded setup ``old`` does not
+    hold, and so were not compared: a format-2 baseline's missing fields, or ``behaviour``
+    against a baseline recorded from logs older than it (which holds ``task_version``)."""
+    if is_legacy(old):
+        return [k for k in (new or setup_of({})) if k not in LEGACY_FIELDS]
+    return [k for k in (new or setup_of({})) if k not in old]
 
 
 def setup_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """What differs between two setups, one ``field old -> new`` each (a nested field by its
-    path: ``generation.temperature 0.0 -> 0.5``, ``task_args.condition evidence ->
-    closed_book``, ``model_roles.grader openai/gpt-4o -> openai/gpt-4.1``); empty: the same
-    setup. ``old`` may be a legacy (format-2) setup: compared on its fields
-    (:func:`legacy_view`); :func:`not_recorded` names the others."""
-    if is_legacy(old) and not is_legacy(new):
-        new = legacy_view(new)
+    path: ``generation.temperature 0.0 -> 0.5``, ``task_args.labels five -> three``,
+    ``model_roles.grader openai/gpt-4o -> openai/gpt-4.1``, ``behaviour.parser ... -> ...``);
+    empty: the same setup. A field only one of them holds is not compared
+    (:func:`not_recorded` names it): a baseline recorded from an older log holds the task's
+    version where a new log records its ``behaviour``. A format-2 ``old`` is compared with
+    :func:`legacy_view` of the new run's provenance instead (:mod:`med_evals.regress`)."""
     out: list[str] = []
     for key in dict.fromkeys([*old, *new]):
+        if key not in old or key not in new:
+            continue
         a, b = old.get(key), new.get(key)
         if _same(a, b):
             continue
         if isinstance(a, Mapping) or isinstance(b, Mapping):
-            a, b = dict(a or {}), dict(b or {})
-            out += [f"{key}.{sub} {_short(a.get(sub))} -> {_short(b.get(sub))}"
-                    for sub in dict.fromkeys([*a, *b]) if not _same(a.get(sub), b.get(sub))]
+            out += [f"{key}.{sub} {_short(x)} -> {_short(y)}" for sub, x, y in _diff(a, b)]
         else:
             out.append(f"{key} {_short(a)} -> {_short(b)}")
+    return out
+
+
+def _diff(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(sub-field path, old, new) for each leaf that differs between two mappings."""
+    a, b = dict(a or {}), dict(b or {})
+    out = []
+    for sub in dict.fromkeys([*a, *b]):
+        x, y = a.get(sub), b.get(sub)
+        if _same(x, y):
+            continue
+        name = f"{path}{sub}"
+        if isinstance(x, Mapping) and isinstance(y, Mapping):
+            out += _diff(x, y, f"{name}.")
+        else:
+            out.append((name, x, y))
     return out
 
 
@@ -162,7 +198,10 @@ def described(setup: Mapping[str, Any]) -> dict[str, str]:
         out[f"--model-role {role}"] = _text(model)
     if setup.get("prompt") is not None:
         out.setdefault("prompt", _text(setup["prompt"]))
-    out["task version"] = _text(setup.get("task_version"))
+    if "task_version" in setup:
+        out["task version"] = _text(setup.get("task_version"))
+    if setup.get("behaviour"):
+        out["code"] = digest(setup["behaviour"])[:8]
     out["data"] = _text(setup.get("data_checksum") or setup.get("dataset_revision"))[:12]
     return out
 

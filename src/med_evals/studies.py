@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from functools import cache
 from typing import Any
 
 from med_evals.data import load_manifest
 from med_evals.scorers.headline import metric_values
-from med_evals.study import Study, register
+from med_evals.study import Study, plain_numbers, register
 from med_evals.tasks.healthfc import SPEC as HEALTHFC
 from med_evals.tasks.medevidence import SPEC as MEDEVIDENCE
 from med_evals.tasks.medreqal import SPEC as MEDREQAL
@@ -44,15 +43,8 @@ def spec(task: str) -> Study:
 
 
 def _number(x: Any) -> Any:
-    """A number as the fingerprint sees it: floats to 12 significant digits (the last bits of a
-    float may differ between library builds), NaN as text."""
-    if isinstance(x, float):
-        return "nan" if math.isnan(x) else float(f"{x:.12g}")
-    if isinstance(x, dict):
-        return {str(k): _number(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_number(v) for v in x]
-    return x
+    """A number as the fingerprint sees it (:func:`med_evals.study.plain_numbers`)."""
+    return plain_numbers(x)
 
 
 def behaviour(study: Study) -> list[Any]:

@@ -18,6 +18,9 @@ report's cells and the gate's comparison all call it.
 
 from __future__ import annotations
 
+import hashlib
+import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -113,6 +116,24 @@ class Probe:
 STUDIES: dict[str, Study] = {}
 
 
+def plain_numbers(x: Any) -> Any:
+    """Data as a fingerprint sees it: floats to 12 significant digits (the last bits of a float
+    may differ between library builds), NaN as text, tuples as lists, keys as text."""
+    if isinstance(x, float):
+        return "nan" if math.isnan(x) else float(f"{x:.12g}")
+    if isinstance(x, dict):
+        return {str(k): plain_numbers(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [plain_numbers(v) for v in x]
+    return x
+
+
+def digest(data: Any) -> str:
+    """A short hash of :func:`plain_numbers` of ``data`` (16 hex digits)."""
+    text = json.dumps(plain_numbers(data), sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def register(*specs: Study) -> dict[str, Study]:
     """Add ``specs`` to :data:`STUDIES` (a task registered twice with another spec is an
     error: one spec per task)."""
@@ -205,6 +226,31 @@ class Study:
         """Every headline number over ``values`` (one condition's per-sample score values)."""
         numbers = self.compute(values, self.labels(task_args))
         return {h.name: float(numbers[h.name]) for h in self.headline}
+
+    def behaviour(self, task_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """What a run's gated numbers depend on in the study's code, recorded in each run's log
+        (the task's metadata ``behaviour``) so that the gate compares it between a baseline and
+        a new run instead of the task's version (:mod:`med_evals.setup`): the labels of the
+        run's label set, a digest of the parser's labels for the probe's replies
+        (``parser``), of the per-sample score values the study's value function makes of them
+        (``values``), and of each headline number over those values per condition
+        (``metrics``, one digest per gated number). The prompts sent and the data are compared
+        from the log itself (each sample's input; the data pin); a new metric of the full set,
+        a new condition, docs or a refactoring change none of these."""
+        name = self.label_set_name(task_args)
+        args = {self.label_arg: name} if self.label_arg else {}
+        values = list(self.probe.values(name))
+        by_condition: dict[str, list[Mapping[str, Any]]] = {}
+        for v in values:
+            by_condition.setdefault(str(v.get("condition", "")), []).append(v)
+        numbers = {c: self.headline_values(vs, args) for c, vs in sorted(by_condition.items())}
+        return {
+            "labels": list(self.labels(args)),
+            "parser": digest([self.parse(r, name) for r in self.probe.replies]),
+            "values": digest(values),
+            "metrics": {h.name: digest({c: n[h.name] for c, n in numbers.items()})
+                        for h in self.headline},
+        }
 
     def mean_values(self, values: Values) -> dict[str, float]:
         """The generation means over ``values`` (none for a study without generation scores)."""

@@ -173,7 +173,7 @@ def signature(run: Run) -> tuple[Any, ...]:
     differ in any other setting stand side by side as rows of their own (their labels name the
     setting)."""
     setup = run.setup
-    return (setup["data_checksum"], str(setup["prompt"]), setup["task_version"])
+    return (setup["data_checksum"], str(setup["prompt"]), run.provenance.get("task_version"))
 
 
 def partial_warnings(runs: Sequence[Run]) -> list[str]:

@@ -280,6 +280,8 @@ def medevidence(
         headline_metric=SPEC.scorer_name,  # viewer: the study's headline first
         metadata={
             "study": "Polzak et al. 2026 (MedEvidence)",
+            # what the gated numbers depend on in the code (the gate compares it, not version)
+            "behaviour": SPEC.behaviour({"labels": labels}),
             "conditions": conds,
             "labels": labels,
             "label_scheme": SCHEME_SOURCE[labels],

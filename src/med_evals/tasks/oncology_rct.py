@@ -383,6 +383,8 @@ def oncology_rct(
         headline_metric=SPEC.scorer_name,  # viewer: the study's headline first
         metadata={
             "study": "Windisch et al. 2026 (oncology RCT evidence use)",
+            # what the gated numbers depend on in the code (the gate compares it, not version)
+            "behaviour": SPEC.behaviour(),
             "conditions": names,
             "published_after": published_after,
             "n_trials": len({(s.metadata or {})["trial"] for s in samples}),

@@ -150,6 +150,8 @@ def verdict_task(
         headline_metric=study.scorer_name,  # viewer: the study's headline first
         metadata={
             **metadata,
+            # what the gated numbers depend on in the code (the gate compares it, not version)
+            "behaviour": study.behaviour(),
             "prompt": prompt,
             "prompt_models_in_paper": PAPER_MODELS[prompt],
             "label_parser": "parse_verdict",
