@@ -196,3 +196,28 @@ def test_quoted_fields_over_several_lines_are_legitimate(tmp_path, shared_datase
         ("medevidence/manual_284-data_spreadsheet.csv", 284),
     ]:
         assert len(read_csv_checked(shared_datasets / path, [])) == rows
+
+
+@pytest.mark.parametrize(
+    ("labels", "says"),
+    [
+        ("{yes: 4, no: 3}", "expected_labels key True is a YAML bool, not a label: quote it"),
+        ("{'yes': 4, off: 3}", "expected_labels key False is a YAML bool, not a label"),
+        ("{'yes': 4, 'no': -1}", "expected_labels 'no': -1 is not a count"),
+        ("{'yes': 4, 'no': true}", "expected_labels 'no': True is not a count"),
+        ("[yes, no]", "expected_labels must be label: count pairs"),
+    ],
+)
+def test_a_manifests_labels_are_text_and_counts(tmp_path, labels, says):
+    """YAML 1.1 reads an unquoted ``yes: 4`` as ``True: 4``: a manifest's published label counts
+    with a boolean key are refused, saying to quote it (issue 37)."""
+    (tmp_path / "toy.yaml").write_text(
+        "name: toy\nrevision: abc\nsource: https://example.org\nlicense: CC0\n"
+        "files: {data.csv: {sha256: '00'}}\n" f"expected_labels: {labels}\n")
+    with pytest.raises(DatasetError) as got:
+        load_manifest("toy", tmp_path)
+    assert says in str(got.value) and str(tmp_path / "toy.yaml") in str(got.value)
+    (tmp_path / "toy.yaml").write_text(
+        "name: toy\nrevision: abc\nsource: https://example.org\nlicense: CC0\n"
+        "files: {data.csv: {sha256: '00'}}\nexpected_labels: {'yes': 4, 'no': 3}\n")
+    assert load_manifest("toy", tmp_path).extra["expected_labels"] == {"yes": 4, "no": 3}

@@ -152,6 +152,7 @@ def load_manifest(name: str, folder: Path | None = None) -> Manifest:
     for spec in files.values():
         if not (spec.sha256 or spec.git_blob_sha1):
             raise DatasetError(f"manifest {path}: file '{spec.name}' has no checksum")
+    check_expected_labels(path, raw.get("expected_labels"))
     known = {"name", "local_dir", "revision", "source", "license", "citation", "files"}
     return Manifest(
         name=raw["name"],
@@ -163,6 +164,26 @@ def load_manifest(name: str, folder: Path | None = None) -> Manifest:
         files=files,
         extra={k: v for k, v in raw.items() if k not in known},
     )
+
+
+def check_expected_labels(path: Path, labels: Any) -> None:
+    """A manifest's published label counts are ``label: count`` with text labels and whole
+    counts. YAML 1.1 reads ``yes``, ``no``, ``on``, ``off``, ``true`` and ``false`` as booleans
+    (``{yes: 4, no: 3}`` would silently be ``{True: 4, False: 3}``): a key that is not text is
+    a :class:`DatasetError` saying to quote it."""
+    if labels is None:
+        return
+    if not isinstance(labels, dict):
+        raise DatasetError(f"manifest {path}: expected_labels must be label: count pairs")
+    for label, count in labels.items():
+        if not isinstance(label, str):
+            raise DatasetError(
+                f"manifest {path}: expected_labels key {label!r} is a YAML "
+                f"{type(label).__name__}, not a label: quote it ('yes': ..., 'no': ...: YAML "
+                "reads yes, no, on, off, true and false unquoted as booleans)")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise DatasetError(f"manifest {path}: expected_labels {label!r}: {count!r} is not a "
+                               "count (a whole number, 0 or more)")
 
 
 def sha256_of(path: Path) -> str:
