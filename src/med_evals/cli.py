@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -282,9 +283,62 @@ PRICES_HELP = (
 )
 
 
+#: ``med-evals --help`` lists the commands in these groups, in this order (a command missing
+#: here is listed under "other", so none is ever hidden: tests/test_cli.py)
+COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
+    "evaluation": ("compare", "report", "flip-rate"),
+    "comparison and gating": ("diff", "baseline", "regress"),
+    "data tools": ("subset", "fetch", "build", "score-recorded", "recorded-to-replay",
+                   "export-counterfactuals"),
+}
+
+
+def version_text() -> str:
+    """``med-evals 0.1.0 (inspect-ai 0.3.285; studies: oncology_rct 2.1.0, ...)``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from med_evals import __version__
+
+    try:
+        inspect = version("inspect_ai")
+    except PackageNotFoundError:  # pragma: no cover - inspect-ai is a dependency
+        inspect = "not installed"
+    studies = ", ".join(f"{name} {s.version}" for name, s in STUDIES.items())
+    return f"med-evals {__version__} (inspect-ai {inspect}; studies: {studies})"
+
+
+def _group_commands(parser: argparse.ArgumentParser, sub: Any) -> None:
+    """List the subcommands in :data:`COMMAND_GROUPS` in the top-level help (argparse lists
+    them in one block otherwise)."""
+    helps = {a.dest: a.help or "" for a in sub._choices_actions}
+    sub._choices_actions.clear()  # not listed twice
+    grouped = [c for cs in COMMAND_GROUPS.values() for c in cs]
+    groups = dict(COMMAND_GROUPS)
+    other = tuple(c for c in helps if c not in grouped)
+    if other:
+        groups["other"] = other
+    width = max(len(c) for c in helps) + 2
+    lines = []
+    for title, commands in groups.items():
+        lines.append(f"{title}:")
+        lines += [f"  {c:<{width}}{helps[c]}" for c in commands if c in helps]
+        lines.append("")
+    lines.append("med-evals COMMAND --help for a command's options; exit codes: "
+                 "docs/exit_codes.md")
+    parser.epilog = "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="med-evals", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="med-evals",
+        description="Medical LLM evaluations on Inspect: the main job (compare), reports and "
+        "comparisons of runs from their logs, and a CI gate against a baseline. The studies "
+        "themselves run with `inspect eval med_evals/<task>`.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=version_text())
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands (grouped below)")
 
     p = sub.add_parser("flip-rate", help="flip rates between conditions, from oncology logs")
     p.add_argument(
@@ -449,6 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     from med_evals.builders.commands import add_builder_commands
 
     add_builder_commands(sub)
+    _group_commands(parser, sub)
 
     args = parser.parse_args(argv)
     return _run(args)
