@@ -139,12 +139,20 @@ def test_no_cycle_between_folders():
     assert not cycles, cycles
 
 
+#: the one import by name: the tasks package imports its own modules, found on disk, so that a
+#: new study's module registers by existing (``med_evals.tasks.discover``)
+DISCOVERY = ("tasks/__init__.py", "importlib.import_module(f\"{__name__}.{name}\")")
+
+
 @pytest.mark.parametrize("needle", ["importlib.import_module", "__import__(", '":"'])
 def test_nothing_is_imported_by_a_string(needle):
-    """No ``importlib.import_module``/``__import__``, and no ``"module:NAME"`` references."""
+    """No ``importlib.import_module``/``__import__``, and no ``"module:NAME"`` references, but
+    the tasks package's discovery of its own modules (:data:`DISCOVERY`)."""
     hits = []
     for path in SRC.rglob("*.py"):
         for n, line in enumerate(path.read_text().splitlines(), 1):
+            if (str(path.relative_to(SRC)), line.strip()) == DISCOVERY:
+                continue
             if needle in line and (needle != '":"' or "med_evals." in line):
                 hits.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
     assert not hits, hits

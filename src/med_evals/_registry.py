@@ -4,11 +4,9 @@ puts the package's exception hook in place (one line for a misspelt ``--model`` 
 # ruff: noqa: F401
 from med_evals._compat import install_excepthook
 from med_evals.models.providers import embedded, replay
-from med_evals.studies import STUDIES  # the specs, registered (metrics recreated from a log)
-from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
-from med_evals.tasks.healthfc import healthfc
-from med_evals.tasks.medevidence import medevidence
-from med_evals.tasks.medreqal import medreqal
-from med_evals.tasks.oncology_rct import oncology_rct
+
+# every study's spec, registered (metrics recreated from a log); studies imports every task
+# module of med_evals.tasks (its discovery), so each @task is registered with Inspect too
+from med_evals.studies import STUDIES
 
 install_excepthook()

@@ -576,8 +576,12 @@ def check_counts(
 def expected_counts(dataset: str) -> tuple[int | None, dict[str, int]]:
     """The published row count and label counts of ``dataset``: its packaged manifest's (the
     published facts, whichever data a run reads: a local copy, a ``data_file``, or a manifest
-    folder of ``$MED_EVALS_MANIFEST_DIR``); None and none where it states none."""
-    extra = load_manifest(dataset, packaged_manifest_dir()).extra
+    folder of ``$MED_EVALS_MANIFEST_DIR``); a dataset the package has no manifest of (a study of
+    your own, a test's) has them in its manifest where the loader finds it. None and none where
+    it states none."""
+    packaged = packaged_manifest_dir()
+    folder = packaged if (packaged / f"{dataset}.yaml").is_file() else None
+    extra = load_manifest(dataset, folder).extra
     rows = extra.get("expected_rows")
     labels = {str(k): int(v) for k, v in (extra.get("expected_labels") or {}).items()}
     return (None if rows is None else int(rows)), labels

@@ -26,6 +26,7 @@ from typing import Any
 from med_evals.data import load_manifest
 from med_evals.scorers.headline import metric_values
 from med_evals.study import Study, plain_numbers, register
+from med_evals.tasks import discover
 from med_evals.tasks.healthfc import SPEC as HEALTHFC
 from med_evals.tasks.medevidence import SPEC as MEDEVIDENCE
 from med_evals.tasks.medreqal import SPEC as MEDREQAL
@@ -33,8 +34,11 @@ from med_evals.tasks.oncology_rct import SPEC as ONCOLOGY_RCT
 
 __all__ = ["HEALTHFC", "MEDEVIDENCE", "MEDREQAL", "ONCOLOGY_RCT", "STUDIES", "Study", "spec"]
 
-#: the registry (:data:`med_evals.study.STUDIES`, the same dict), in the papers' order
+#: the registry (:data:`med_evals.study.STUDIES`, the same dict): the four studies in the papers'
+#: order, then any other study the tasks package holds (each registers itself when imported:
+#: :func:`med_evals.tasks.label_study.label_study`)
 STUDIES: dict[str, Study] = register(ONCOLOGY_RCT, MEDEVIDENCE, MEDREQAL, HEALTHFC)
+discover()
 
 
 def spec(task: str) -> Study:
