@@ -5,8 +5,11 @@ file or inside a function alike; imports only for type checking are not counted)
 
 0. base: ``_compat``, ``exit_codes``, ``stats``, ``reference``, ``batching``, ``params``,
    ``data``, ``subsets``, ``log_files``, ``study`` (the :class:`Study` spec's shape),
-   ``setup`` (what makes two runs comparable), ``outputs`` (every file a command writes) and
-   ``safe_text`` (escapes for each destination)
+   ``setup`` (what makes two runs comparable), ``outputs`` (every file a command writes),
+   ``safe_text`` (escapes for each destination), and what a number can say: ``trivial``
+   (trivial baselines: handed a spec, never importing one), ``power`` (detectable
+   differences), ``ranking`` (which runs can be told apart) and ``clustered`` (intervals
+   clustered by source)
 1. ``solvers/`` (the papers' prompts) and ``models/`` (providers)
 2. ``scorers/`` (parsers, scorers, metrics: handed a spec, never importing one)
 3. ``tasks/`` (each study's task and its ``SPEC``) and ``builders/``
@@ -33,7 +36,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "med_evals"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ["__init__", "_compat", "exit_codes", "stats", "reference", "batching", "params",
-         "data", "subsets", "log_files", "study", "setup", "outputs", "safe_text"],
+         "data", "subsets", "log_files", "study", "setup", "outputs", "safe_text",
+         "trivial", "power", "ranking", "clustered"],
         0,
     ),
     "solvers": 1,

@@ -11,6 +11,7 @@ from med_evals.scorers.classification import encode, macro_f1_codes
 from med_evals.scorers.oncology_rct import binary_estimates, binary_summary
 from med_evals.stats import (
     bootstrap_difference,
+    bootstrap_se,
     mcnemar_exact,
     proportion_with_intervals,
     wald_interval,
@@ -139,3 +140,25 @@ def test_bootstrap_difference_is_centred_on_the_point_estimate():
     assert bootstrap_difference(f1, a, b, n_boot=300, seed=1)["macro_f1"] == r
     with pytest.raises(ValueError, match="differ in length"):
         bootstrap_difference(f1, a, b[:-1])
+
+
+def _accuracy(values):
+    return {"accuracy": float(np.mean(values)) if len(values) else math.nan}
+
+
+def test_bootstrap_standard_errors_of_accuracy_are_the_binomial_ones():
+    """The paired bootstrap's ``se`` of an accuracy difference is sqrt((q - delta^2) / n) (q the
+    discordant share), one run's bootstrap se is sqrt(p (1 - p) / n): within 8% at 1,000
+    resamples (the bootstrap se's own relative error is about 1 / sqrt(2 * 1000) = 2%)."""
+    n = 400
+    a = [1] * 300 + [0] * 100  # 0.75
+    b = [1] * 260 + [0] * 40 + [1] * 20 + [0] * 80  # 0.70: right only in A 40, only in B 20
+    q, delta = 60 / n, 20 / n
+    r = bootstrap_difference(_accuracy, a, b, n_boot=1000, seed=2)["accuracy"]
+    assert r["difference"] == pytest.approx(delta)
+    assert r["se"] == pytest.approx(math.sqrt((q - delta**2) / n), rel=0.08)
+    se = bootstrap_se(_accuracy, a, n_boot=1000, seed=2)["accuracy"]
+    assert se == pytest.approx(math.sqrt(0.75 * 0.25 / n), rel=0.08)
+    assert bootstrap_se(_accuracy, a, n_boot=1000, seed=2)["accuracy"] == se  # seeded
+    assert math.isnan(bootstrap_se(_accuracy, [1])["accuracy"])
+    assert math.isnan(bootstrap_difference(_accuracy, [], [])["accuracy"]["se"])

@@ -6,7 +6,9 @@
   (:func:`med_evals.scorers.oncology_rct.binary_summary`); a Wilson score interval with the
   same p and n beside it.
 - McNemar's exact test on paired correctness, and a paired percentile bootstrap of any function
-  of per-sample values (the report's comparisons and ``med-evals regress``).
+  of per-sample values (the report's comparisons and ``med-evals regress``), with the standard
+  error of its resamples; the bootstrap standard error of one run's numbers
+  (:mod:`med_evals.power` turns either into a detectable difference).
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ def bootstrap_difference(
     each resample draws sample positions with replacement and applies ``fn`` to both runs'
     values at those positions, so the interval is of the very function that made the numbers.
     Resamples where a number is undefined (NaN, e.g. no valid prediction drawn) are left out.
+    ``se`` is the standard deviation (ddof=1) of the resampled differences: the bootstrap
+    standard error of the difference (NaN with fewer than two defined resamples).
     """
     if len(a) != len(b):
         raise ValueError("paired value lists differ in length")
@@ -100,7 +104,7 @@ def bootstrap_difference(
     n = len(a)
     if n == 0:
         for d in out.values():
-            d.update(lo=math.nan, hi=math.nan, n=0)
+            d.update(lo=math.nan, hi=math.nan, se=math.nan, n=0)
         return out
     rng = np.random.default_rng(seed)
     boots: dict[str, list[float]] = {k: [] for k in fa}
@@ -113,5 +117,37 @@ def bootstrap_difference(
         xs = np.asarray(boots[k])
         xs = xs[~np.isnan(xs)]
         lo, hi = np.percentile(xs, [2.5, 97.5]) if xs.size else (math.nan, math.nan)
-        d.update(lo=float(lo), hi=float(hi), n=n)
+        d.update(lo=float(lo), hi=float(hi), se=_sd(xs), n=n)
+    return out
+
+
+def _sd(xs: np.ndarray) -> float:
+    return float(np.std(xs, ddof=1)) if xs.size > 1 else math.nan
+
+
+def bootstrap_se(
+    fn: Callable[[list[Any]], Mapping[str, float]],
+    values: Sequence[Any],
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, float]:
+    """The bootstrap standard error of every number ``fn`` returns over one run's ``values``:
+    the standard deviation (ddof=1) of ``fn`` over ``n_boot`` resamples of the samples with
+    replacement (Efron and Tibshirani 1993, ch. 6), undefined resamples left out as in
+    :func:`bootstrap_difference`; NaN with fewer than two samples or defined resamples."""
+    keys = list(fn(list(values)))
+    n = len(values)
+    if n < 2:
+        return dict.fromkeys(keys, math.nan)
+    rng = np.random.default_rng(seed)
+    boots: dict[str, list[float]] = {k: [] for k in keys}
+    for _ in range(n_boot):
+        idx = rng.integers(0, n, n)
+        r = fn([values[i] for i in idx])
+        for k in keys:
+            boots[k].append(float(r[k]))
+    out = {}
+    for k, xs in boots.items():
+        arr = np.asarray(xs)
+        out[k] = _sd(arr[~np.isnan(arr)])
     return out
