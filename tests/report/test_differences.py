@@ -29,7 +29,7 @@ from med_evals.report.document import Document
 from med_evals.report.runs import group_runs
 from med_evals.report.tables import paired_rows
 from med_evals.scorers.oncology_rct import flip_rate
-from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
+from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import follower, oncology_module
@@ -170,6 +170,24 @@ def test_input_start_per_study():
     claim = "Is green tea\n good for  you? " + "x" * 300
     got = input_start(MEDREQAL, claim)
     assert got.startswith("Is green tea good for you? x") and got.endswith("…") and len(got) == 160
+
+
+@pytest.mark.parametrize("variant", ["chat", "mistral", "alpaca"])
+def test_input_start_is_the_question_in_every_verdict_prompt(variant):
+    """MedREQAL's question and HealthFC's claim inside each prompt variant, before HealthFC's
+    evidence; a prompt cut off (the log's first 2,000 characters) inside the question: the
+    question to the cut."""
+    from med_evals.solvers.verdict import render
+
+    question = "Does {x} lower blood pressure?"  # braces stay (rendered with str.replace)
+    user = render(variant, question)[1]
+    assert user != question and input_start(MEDREQAL, user) == question
+    assert input_start(HEALTHFC, user) == question
+    user = render(variant, question, "Trials found no effect.\n\nQUESTION: (x)")[1]
+    assert input_start(HEALTHFC, user) == question
+    long = "Is it " + "y" * 3000 + "?"
+    cut = render(variant, long)[1][:2000]
+    assert input_start(MEDREQAL, cut) == ("Is it " + "y" * 153 + "…")
 
 
 @pytest.mark.slow

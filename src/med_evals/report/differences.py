@@ -33,8 +33,9 @@ from med_evals.report.runs import Group
 from med_evals.report.tables import ordered_conditions
 from med_evals.solvers import medevidence as medevidence_prompts
 from med_evals.solvers import oncology_rct as oncology_prompts
+from med_evals.solvers import verdict as verdict_prompts
 from med_evals.stats import mcnemar_exact
-from med_evals.studies import MEDEVIDENCE, ONCOLOGY_RCT
+from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 from med_evals.study import Study
 
 #: samples shown per list (right only in A, right only in B, wrong in both) of each pair
@@ -47,12 +48,15 @@ REPLY_START = 120
 INPUT_START = 160
 #: Inspect's log viewer as ``inspect view`` serves it by default
 VIEWER = "http://127.0.0.1:7575"
-#: where a study's input holds the text that identifies a sample: the template around it and
-#: the field's name (MedEvidence: the question inside the authors' prompt; oncology: the trial's
-#: title, in the conditions that show one). Other studies' inputs are the question or claim.
-INPUT_FIELD: dict[str, tuple[str, str]] = {
-    ONCOLOGY_RCT.task: (oncology_prompts.TITLE_ABSTRACT, "title"),
-    MEDEVIDENCE.task: (medevidence_prompts.HEADER, "question"),
+#: where a study's input holds the text that identifies a sample: the templates around it, each
+#: with the field's name, tried in turn (MedEvidence: the question inside the authors' prompt;
+#: oncology: the trial's title, in the conditions that show one; MedREQAL and HealthFC: the
+#: question or claim inside each prompt variant's instruction, HealthFC's before its evidence).
+INPUT_FIELD: dict[str, tuple[tuple[str, str], ...]] = {
+    ONCOLOGY_RCT.task: ((oncology_prompts.TITLE_ABSTRACT, "title"),),
+    MEDEVIDENCE.task: ((medevidence_prompts.HEADER, "question"),),
+    MEDREQAL.task: tuple((t, "question") for t in verdict_prompts.user_templates()),
+    HEALTHFC.task: tuple((t, "question") for t in verdict_prompts.user_templates(evidence=True)),
 }
 #: the oncology conditions whose per-trial flips are listed
 FLIP_PAIR = ("title_abstract", "counterfactual")
@@ -72,16 +76,33 @@ def shorten(text: str, n: int) -> str:
 
 def input_start(study: Study, text: str, n: int = INPUT_START) -> str:
     """The start of a sample's input: the field :data:`INPUT_FIELD` names where the input
-    holds it (a trial's title, MedEvidence's question), else the input itself."""
-    template, name = INPUT_FIELD.get(study.task, ("", ""))
+    holds it (a trial's title, MedEvidence's question, MedREQAL's question, HealthFC's claim),
+    else the input itself. The study's templates are tried in turn: the first whose text before
+    and after the field are both in the input gives the field; else the first whose text before
+    it is (the end cut off with the input, :data:`med_evals.logs.INPUT_CHARS`), to the input's
+    end."""
+    partial = None
+    for template, name in INPUT_FIELD.get(study.task, ()):
+        found = _field(template, name, text)
+        if found is not None and found[1]:
+            return shorten(found[0], n)
+        if found is not None and partial is None:
+            partial = found[0]
+    return shorten(text if partial is None else partial, n)
+
+
+def _field(template: str, name: str, text: str) -> tuple[str, bool] | None:
+    """(the field ``name`` of ``template`` in ``text``, whether its end was found): the text
+    between the template's words around the field; None where the words before it are not in
+    ``text``."""
     before, found, after = template.partition("{" + name + "}")
     before, after = before.rsplit("}", 1)[-1], after.split("{", 1)[0]  # the text around it
     start = text.find(before) if found else -1
-    if start >= 0:
-        rest = text[start + len(before) :]
-        end = rest.find(after) if after else -1
-        text = rest[:end] if end >= 0 else rest
-    return shorten(text, n)
+    if start < 0:
+        return None
+    rest = text[start + len(before) :]
+    end = rest.find(after) if after else -1
+    return (rest[:end], True) if end >= 0 else (rest, not after)
 
 
 # --- which samples ------------------------------------------------------------------------

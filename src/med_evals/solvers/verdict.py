@@ -68,6 +68,16 @@ PAPER_MODELS = {
 EVIDENCE_SUFFIX = "\nEVIDENCE: {evidence}"
 
 
+def user_templates(evidence: bool = False) -> list[str]:
+    """Every variant's user message template, the question as ``{question}``: where a sample's
+    input holds its question (the report's per-sample lists show it, not the instruction). With
+    ``evidence``, each template with the evidence after the question comes first (tried first:
+    the question ends where the evidence starts), then the plain ones."""
+    plain = [template for _, template in PROMPTS.values()]
+    with_evidence = [t.replace("{question}", "{question}" + EVIDENCE_SUFFIX) for t in plain]
+    return [*with_evidence, *plain] if evidence else plain
+
+
 def check_variant(prompt: str) -> str:
     if prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {prompt!r}; choose from {', '.join(PROMPTS)}")
