@@ -79,7 +79,7 @@ def prompts(n: int) -> list[list[ChatMessageSystem | ChatMessageUser]]:
 
 def fixture_prompts() -> list[list[ChatMessageSystem | ChatMessageUser]]:
     """The model input of every shipped fixture sample (the tasks' own prompt code)."""
-    from med_evals.solvers.verdict import prompt_messages
+    from med_evals.solvers.medreqal import prompt_messages
     from med_evals.tasks import healthfc, medevidence, medreqal, oncology_rct
 
     trials = oncology_rct.read_trials(FIXTURES / "oncology_trials_fixture.csv")

@@ -79,7 +79,7 @@ def replying(fn: Callable[[str], str | None]) -> Callable:
 #: them all, so torch, transformers and the models are imported and loaded in one process only
 TORCH_FILES = frozenset({
     "tests/models/test_embedded.py",
-    "tests/test_compare.py",
+    "tests/test_main_job.py",
     "tests/tasks/test_medreqal.py",
     "tests/tasks/test_healthfc.py",
     "tests/scorers/test_generation.py",

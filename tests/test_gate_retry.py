@@ -87,7 +87,7 @@ def test_the_retry_runs_each_sample_once(retried):
 
 
 def test_select_logs_reads_the_finished_log_of_the_eval(retried):
-    from med_evals.logs import select_logs
+    from med_evals.runs import select_logs
 
     sel = select_logs([retried["logs"]])
     assert [Path(p).name for p in sel.finished] == [retried["finished"]]
@@ -163,7 +163,7 @@ def test_a_resumed_run_counts_every_attempt_and_shows_no_saving(retried, tmp_pat
     """Killed, recovered and retried with ``inspect eval-retry``: the report and the gate count
     what every attempt paid apart from what the finished run used; the gate compares what was
     used, so a resume is never a saving."""
-    from med_evals.logs import load_runs
+    from med_evals.runs import load_runs
 
     [run], _ = load_runs([retried["logs"]])
     _paid_against_server(run, retried["paid_calls"])
@@ -212,7 +212,7 @@ def eval_set_resumed(tmp_path_factory):
 def test_a_resumed_eval_set_counts_every_attempt(eval_set_resumed):
     """The same ``eval-set`` command run again after a kill: the same figures as after
     ``eval-retry`` (what was used; what was paid, with the part no log shows named)."""
-    from med_evals.logs import load_runs
+    from med_evals.runs import load_runs
 
     [run], _ = load_runs([eval_set_resumed["logs"]])
     _paid_against_server(run, eval_set_resumed["calls"])

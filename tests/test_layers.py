@@ -35,8 +35,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "med_evals"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["__init__", "_compat", "exit_codes", "stats", "reference", "batching", "params",
-         "data", "subsets", "log_files", "study", "setup", "outputs", "safe_text",
+        ["__init__", "_compat", "exit_codes", "stats", "reference_text", "batching", "params",
+         "data", "subsets", "log_files", "spec", "setup", "outputs", "safe_text",
          "trivial", "power", "ranking", "clustered"],
         0,
     ),
@@ -47,11 +47,11 @@ LAYERS: dict[str, int] = {
     "builders": 3,
     "studies": 4,
     "recorded": 4,
-    "logs": 5,
+    "runs": 5,
     "usage": 5,
     "regress": 6,
     "report": 6,
-    "compare": 6,
+    "main_job": 6,
     "diff": 6,
     "cli": 7,
     "_registry": 7,
@@ -59,7 +59,7 @@ LAYERS: dict[str, int] = {
 
 
 def unit(module: str) -> str:
-    """``med_evals.scorers.verdict`` -> ``scorers``; ``med_evals.stats`` -> ``stats``."""
+    """``med_evals.scorers.medreqal`` -> ``scorers``; ``med_evals.stats`` -> ``stats``."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else "__init__"
 

@@ -146,7 +146,7 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
 def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     path = tmp_path / "baseline.json"
     assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
@@ -160,7 +160,7 @@ def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
 
 
 def test_a_log_directory_expands_to_local_paths_that_exist(runs):
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     [path] = expand_log_paths([runs["same"]])
     assert not path.startswith("file:") and Path(path).is_file()
@@ -225,7 +225,7 @@ def test_a_run_without_a_baseline_beside_a_matched_one_is_undecided(runs, tmp_pa
     relabelled as a MedREQAL run, its scores as the verdict scorer's) is not gated."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
     log = read_eval_log(expand_log_paths([runs["same"]])[0])
@@ -249,7 +249,7 @@ def test_a_study_log_that_cannot_be_used_beside_a_good_one_is_undecided(runs, tm
     relabelled) is a run the gate did not compare."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
     log = read_eval_log(expand_log_paths([runs["same"]])[0])
@@ -318,7 +318,7 @@ def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
     (tmp_path / "bad.json").write_text('{"format": 2, "runs": [')
     (tmp_path / "list.json").write_text("[]")
     (tmp_path / "norun.json").write_text('{"format": 2, "runs": []}')
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     [log] = expand_log_paths([runs["same"]])
     truncated = tmp_path / "truncated" / "cut.eval"
@@ -363,7 +363,7 @@ def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
 def test_baseline_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     log = read_eval_log(expand_log_paths([runs["same"]])[0])
     log.status = "error"
@@ -384,7 +384,7 @@ def test_a_killed_log_beside_the_finished_log_of_its_eval_is_ignored(runs, tmp_p
     killed log (status started) and the finished one share the eval's task_id."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
     [finished] = expand_log_paths([runs["same"]])
@@ -459,7 +459,7 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
 
 
 def _log_of(folder: Path) -> str:
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     [log] = expand_log_paths([folder])
     return log
@@ -512,8 +512,8 @@ def test_two_runs_of_one_model_and_setup_are_never_gated_against_each_other(
 def test_runs_are_matched_one_to_one():
     """A new run takes the baseline run of its own model and setup; a run of another model
     falls back to a baseline run of the same setup only when no other run has taken it."""
-    from med_evals.logs import Run
     from med_evals.regress import match_runs
+    from med_evals.runs import Run
 
     def run(model: str, condition: str, path: str) -> Run:
         prov = {"task_args": {"condition": condition}, "prompt": "p", "revision": "r"}
@@ -574,7 +574,7 @@ def test_a_log_whose_samples_cannot_be_read_stops_the_gate(runs, tmp_path, capsy
     assert "the report shows 1 run; 1 study run(s) could not be shown" in md
 
     # a store that drops between the header and the samples: the same, from the same code
-    import med_evals.logs as logs_module
+    import med_evals.runs as logs_module
 
     real = logs_module.read_eval_log
 
@@ -592,6 +592,6 @@ def test_a_log_whose_samples_cannot_be_read_stops_the_gate(runs, tmp_path, capsy
 
 
 def _logs_in(folder: Path) -> list[str]:
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     return expand_log_paths([folder])

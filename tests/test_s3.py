@@ -222,7 +222,7 @@ def test_compare_reads_its_runs_back_from_s3_and_logs_locally(runs, capsys):
     """``compare`` writes its logs, replay files and report to a local folder (refused for an
     s3:// --log-dir, in one line); what it reads back, each run from ``log.location``, is read
     from S3 as from a local log."""
-    from med_evals.compare import _row
+    from med_evals.main_job import _row
 
     labels = {lg.eval.model: lg.eval.model for lg in runs.logs}
     sources = dict.fromkeys(labels, "here")

@@ -3,8 +3,8 @@ and the gate alike."""
 
 from __future__ import annotations
 
-from med_evals.logs import Run
-from med_evals.report.runs import run_labels
+from med_evals.report.labels import run_labels
+from med_evals.runs import Run
 from med_evals.setup import legacy_view, not_recorded, setup_changes, setup_of
 
 

@@ -11,9 +11,9 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.logs import load_runs
 from med_evals.regress import decide, make_baseline, regress
 from med_evals.report import build_report
+from med_evals.runs import load_runs
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
@@ -100,7 +100,7 @@ def test_report_baseline_and_gate_see_one_run(runs, tmp_path):
 
 def test_overlapping_ranges_are_not_merged():
     """Two logs whose samples overlap are two runs (the gate refuses them as such), never one."""
-    from med_evals.logs import Run, merge_shards
+    from med_evals.runs import Run, merge_shards
 
     def run(ids, limit):
         return Run(f"{limit}.eval", "oncology_rct", "m", {i: {} for i in ids},
@@ -214,6 +214,6 @@ def test_two_setups_are_never_one_run(mixes, tmp_path):
 
 
 def _logs(folder):
-    from med_evals.logs import expand_log_paths
+    from med_evals.runs import expand_log_paths
 
     return expand_log_paths([folder])

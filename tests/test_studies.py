@@ -135,8 +135,8 @@ def test_the_logged_metrics_start_with_the_primary_number(full):
     """Inspect logs a scorer's metrics in order and the viewer's score column is the first:
     it showed the oncology valid rate, so models looked ranked by validity."""
     from med_evals.scorers.medevidence import effect_metrics, effect_value
+    from med_evals.scorers.medreqal import verdict_metrics
     from med_evals.scorers.oncology_rct import outcome_metrics, outcome_value
-    from med_evals.scorers.verdict import verdict_metrics
 
     def oncology(conditions):
         return {

@@ -14,7 +14,7 @@ from med_evals.diff import diff_runs
 from med_evals.params import ParamError
 from med_evals.regress import decide, make_baseline, regress
 from med_evals.report import build_report
-from med_evals.study import STUDIES
+from med_evals.spec import STUDIES
 
 from .conftest import replying
 from .support import N_BOOT

@@ -16,11 +16,11 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelCost, get_model
 
 from med_evals.cli import main
-from med_evals.compare import Comparison, _row, format_table
 from med_evals.exit_codes import CommandError
-from med_evals.logs import load_run
+from med_evals.main_job import Comparison, _row, format_table
 from med_evals.regress import make_baseline, regress
 from med_evals.report import build_report
+from med_evals.runs import load_run
 from med_evals.studies import MEDREQAL, ONCOLOGY_RCT
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct

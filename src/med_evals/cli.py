@@ -16,8 +16,8 @@ from med_evals.studies import STUDIES
 def _flip_rate(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
     from med_evals.log_files import LogPathError
-    from med_evals.logs import score_values, select_logs
     from med_evals.outputs import check_file
+    from med_evals.runs import score_values, select_logs
     from med_evals.scorers.oncology_rct import DEFAULT_FLIP_PAIRS, flip_rate, parse_pair
     from med_evals.tasks.oncology_conditions import unknown_condition
 
@@ -79,7 +79,7 @@ def _flip_rate(args: argparse.Namespace) -> int:
 def _score_recorded(args: argparse.Namespace) -> int:
     from med_evals.outputs import check_file
     from med_evals.recorded.replies import read_recorded, score_recorded
-    from med_evals.report.oncology import recorded_table
+    from med_evals.report.oncology_rct import recorded_table
 
     if args.out:
         check_file(args.out, "--out")  # before any work
@@ -274,7 +274,7 @@ def _emit(df: pd.DataFrame, out: str | None) -> None:
         print(shown.to_string(index=False))
 
 
-#: ``--prices`` of report, baseline and regress (compare's: med_evals.compare)
+#: ``--prices`` of report, baseline and regress (compare's: med_evals.main_job)
 PRICES_HELP = (
     "YAML or JSON file: model name (as the log names it) -> {input, output, input_cache_write, "
     "input_cache_read} in $ per million tokens, the shape of Inspect's --model-cost-config "
@@ -492,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
     q.set_defaults(func=_subset_make)
 
-    from med_evals.compare import add_parser as add_compare
+    from med_evals.main_job import add_parser as add_compare
 
     add_compare(sub)
 

@@ -21,7 +21,6 @@ from typing import Any
 
 from med_evals.exit_codes import USAGE, CommandError
 from med_evals.log_files import LogPathError, log_name
-from med_evals.logs import Run, load_selected, select_logs
 from med_evals.report.build import N_BOOT
 from med_evals.report.differences import (
     LIMIT,
@@ -34,7 +33,8 @@ from med_evals.report.differences import (
     shown,
     viewer_folder,
 )
-from med_evals.report.runs import Group, check_comparable, run_labels
+from med_evals.report.labels import Group, check_comparable, run_labels
+from med_evals.runs import Run, load_selected, select_logs
 from med_evals.safe_text import terminal
 from med_evals.stats import bootstrap_difference
 

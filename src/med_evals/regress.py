@@ -3,14 +3,14 @@
 What is gated is each study's **headline** (its spec in :mod:`med_evals.studies`: e.g. valid
 rate, accuracy, macro-F1, sensitivity and specificity over valid predictions for the oncology
 study; accuracy and macro-F1 over all samples and the valid rate for the others). Each number is
-computed by :meth:`~med_evals.study.Study.headline_values` — the function the logged metric
+computed by :meth:`~med_evals.spec.Study.headline_values` — the function the logged metric
 comes from — over the per-sample values of each condition, and judged on a 95% paired bootstrap
 interval of new - old over the samples both runs scored: a regression when the interval lies
 wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information, and so
 is the change in each run's tokens and cost (:mod:`med_evals.usage`; a baseline records them),
 never gated.
 
-Which logs are read: one per eval (:func:`med_evals.logs.select_logs`): after a kill and
+Which logs are read: one per eval (:func:`med_evals.runs.select_logs`): after a kill and
 ``inspect eval-retry`` the finished log, the killed (and any ``-recovered``) log named as
 ignored. The gate's outcome (:func:`decide`; codes in :mod:`med_evals.exit_codes`) is a pass
 (0: every gated metric tested, none regressed), a regression (1), or **undecided** (3) when the
@@ -44,7 +44,8 @@ from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.log_files import LogPathError, is_remote, log_folder, log_name
-from med_evals.logs import (
+from med_evals.outputs import check_file, write_text
+from med_evals.runs import (
     LogSelection,
     LogSkipped,
     LogUnreadable,
@@ -53,7 +54,6 @@ from med_evals.logs import (
     merge_shards,
     select_logs,
 )
-from med_evals.outputs import check_file, write_text
 from med_evals.scorers.headline import metric_values
 from med_evals.setup import is_legacy, legacy_view, not_recorded, setup_changes
 from med_evals.stats import bootstrap_difference
@@ -70,7 +70,7 @@ TESTED = ("ok", "improved", "REGRESSION")
 
 
 def select(logs: Sequence[str | Path]) -> LogSelection:
-    """:func:`~med_evals.logs.select_logs`; a missing path, a folder without logs or an
+    """:func:`~med_evals.runs.select_logs`; a missing path, a folder without logs or an
     unreadable log is a :class:`CommandError` (exit 2)."""
     try:
         selection = select_logs(logs, strict=True)
@@ -315,7 +315,7 @@ def compare_run(
 def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
     """``prompt: the input sent differs on 6 of 6 shared samples of condition title_abstract``
     for each condition where a shared sample's input (every message sent:
-    :func:`med_evals.logs.input_digest`) differs between the baseline and the new run: a
+    :func:`med_evals.runs.input_digest`) differs between the baseline and the new run: a
     changed prompt (or item text) makes the numbers incomparable. Nothing when the baseline
     recorded no inputs (recorded before they were)."""
     inputs = base.get("inputs")
@@ -336,7 +336,7 @@ def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
 
 def missing_samples(base: Mapping[str, Any], run: Run) -> str:
     """Why a partial new run cannot be gated against ``base``: it holds only part of its
-    dataset (:attr:`~med_evals.logs.Run.partial`) and leaves out samples the baseline run has
+    dataset (:attr:`~med_evals.runs.Run.partial`) and leaves out samples the baseline run has
     in a condition both have; empty otherwise (a full run of another subset is compared on the
     samples both have, as before)."""
     if not run.partial:
@@ -354,7 +354,7 @@ def missing_samples(base: Mapping[str, Any], run: Run) -> str:
 
 def metric_rows(base: Mapping[str, Any], run: Run, shown: set[str]) -> list[Row]:
     """Info rows (never gated) for every number of the study's full metric set
-    (:meth:`~med_evals.study.Study.metric_set`, computed by its metric functions over each
+    (:meth:`~med_evals.spec.Study.metric_set`, computed by its metric functions over each
     side's per-sample values, as ``-T metrics=full`` logs them) not in ``shown``: a metric
     added to a study's set appears here with no other edit."""
     metrics = run.study.metric_set(True, run.task_args)

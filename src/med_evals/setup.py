@@ -1,14 +1,14 @@
 """What produced a run's numbers, and the one answer to "are these two runs comparable?".
 
-A run's **setup** (:func:`setup_of`, from the provenance :func:`med_evals.logs.provenance` reads
+A run's **setup** (:func:`setup_of`, from the provenance :func:`med_evals.runs.provenance` reads
 out of its log) is everything that may change its replies or its scores, but not *which*
 samples it ran nor *which model* answered:
 
 - the data pin (``dataset_revision``, ``data_checksum``), the prompt variant (``prompt``), what
   the gated numbers depend on in the study's code (``behaviour``, recorded in the log by the
-  task: :meth:`med_evals.study.Study.behaviour`: labels, parser, value function, the compute of
+  task: :meth:`med_evals.spec.Study.behaviour`: labels, parser, value function, the compute of
   each gated number; a log without it: the task's version, ``task_version``), its task
-  arguments but those that change no per-sample value (:data:`~med_evals.study.NON_SETUP_ARGS`),
+  arguments but those that change no per-sample value (:data:`~med_evals.spec.NON_SETUP_ARGS`),
   only select samples (:data:`SELECTION_ARGS`) or are a per-sample dimension compared
   condition by condition (``condition``), and the scorers' settings (``scorer_settings``);
 - **every** generation setting the run was given (``generation``: Inspect's
@@ -25,8 +25,8 @@ the setup until it is named in :data:`CALL_SETTINGS`.
 
 :func:`setup_changes` says what differs between two setups (``generation.temperature 0.0 ->
 0.5``); an empty list means the same setup. Every reader of runs asks it: the shards of one run
-must share a setup (:func:`med_evals.logs.merge_shards`), the report never shows two setups in
-one row (:func:`med_evals.report.runs.run_labels` names every setting that differs), and the
+must share a setup (:func:`med_evals.runs.merge_shards`), the report never shows two setups in
+one row (:func:`med_evals.report.labels.run_labels` names every setting that differs), and the
 gate compares a new run with a baseline run only under the same setup
 (:mod:`med_evals.regress`). A baseline recorded before this module (format 2) holds 8 of these
 fields; :func:`legacy_view` gives a new setup's view of those 8, and the rest is reported as not
@@ -39,7 +39,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from med_evals.study import NON_SETUP_ARGS, digest
+from med_evals.spec import NON_SETUP_ARGS, digest
 
 #: Task arguments that choose which samples run, not how they are answered or scored: a run of
 #: the ``ci`` subset and one of ``smoke`` share a setup (the gate compares their shared samples);

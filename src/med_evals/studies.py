@@ -1,13 +1,13 @@
 """The studies, listed: the one table the code that reads runs back asks.
 
-Each study's spec (:class:`med_evals.study.Study`) is written beside its task
+Each study's spec (:class:`med_evals.spec.Study`) is written beside its task
 (``tasks/<study>.py``: ``SPEC``); this module registers them, in the papers' order, in the one
-registry (:data:`med_evals.study.STUDIES`) that :mod:`med_evals.logs`, ``med-evals report``,
+registry (:data:`med_evals.spec.STUDIES`) that :mod:`med_evals.runs`, ``med-evals report``,
 ``med-evals regress``, subsets and the CLI read, and fingerprints each one's behaviour so that
 its version follows what it does.
 
 Versioning by behaviour: :func:`fingerprint` hashes what a study *does* on fixed inputs (its
-:class:`~med_evals.study.Probe`): the rendered prompts and targets of made-up samples under
+:class:`~med_evals.spec.Probe`): the rendered prompts and targets of made-up samples under
 every condition and variant, with the generation settings; its parser's labels for a fixed set
 of replies under each label set; every number of its full metric set, its headline and its
 generation means over fixed score values; its headline definitions; and its dataset pins. A
@@ -25,7 +25,7 @@ from typing import Any
 
 from med_evals.data import load_manifest
 from med_evals.scorers.headline import metric_values
-from med_evals.study import Study, plain_numbers, register
+from med_evals.spec import Study, plain_numbers, register
 from med_evals.tasks import discover
 from med_evals.tasks.healthfc import SPEC as HEALTHFC
 from med_evals.tasks.medevidence import SPEC as MEDEVIDENCE
@@ -34,7 +34,7 @@ from med_evals.tasks.oncology_rct import SPEC as ONCOLOGY_RCT
 
 __all__ = ["HEALTHFC", "MEDEVIDENCE", "MEDREQAL", "ONCOLOGY_RCT", "STUDIES", "Study", "spec"]
 
-#: the registry (:data:`med_evals.study.STUDIES`, the same dict): the four studies in the papers'
+#: the registry (:data:`med_evals.spec.STUDIES`, the same dict): the four studies in the papers'
 #: order, then any other study the tasks package holds (each registers itself when imported:
 #: :func:`med_evals.tasks.label_study.label_study`)
 STUDIES: dict[str, Study] = register(ONCOLOGY_RCT, MEDEVIDENCE, MEDREQAL, HEALTHFC)
@@ -47,7 +47,7 @@ def spec(task: str) -> Study:
 
 
 def _number(x: Any) -> Any:
-    """A number as the fingerprint sees it (:func:`med_evals.study.plain_numbers`)."""
+    """A number as the fingerprint sees it (:func:`med_evals.spec.plain_numbers`)."""
     return plain_numbers(x)
 
 

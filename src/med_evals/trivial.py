@@ -35,7 +35,7 @@ import numpy as np
 from med_evals.stats import bootstrap_difference
 
 if TYPE_CHECKING:
-    from med_evals.study import Study, Values
+    from med_evals.spec import Study, Values
 
 DRAWS = 200
 

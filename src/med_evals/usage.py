@@ -484,7 +484,7 @@ def cost_per_answer(total: Cost, answers: int) -> Cost:
 
 def merged_roles(per_log: Sequence[Sequence[RoleUsage]]) -> list[RoleUsage]:
     """The roles of one run written as several logs (the shards of a run split by sample
-    ranges: :func:`med_evals.logs.merge_shards`): each role's tokens summed over the logs
+    ranges: :func:`med_evals.runs.merge_shards`): each role's tokens summed over the logs
     (``None`` when one log lacks them), in the first log's order; its calls likewise."""
     out: dict[tuple[str, str], list[RoleUsage]] = {}
     for roles in per_log:
@@ -514,7 +514,7 @@ def run_usage(
     """Every figure of one run: each role's tokens and cost, the run's cost and its cost per
     answer, each by the function above. ``log``: a log, its path, the paths of the shards of
     one run (the headers are read), or the run's roles as read with its log
-    (:meth:`med_evals.logs.Run.usage`)."""
+    (:meth:`med_evals.runs.Run.usage`)."""
     if isinstance(log, str):
         roles = read_role_usages(log)
     elif isinstance(log, EvalLog):

@@ -12,7 +12,6 @@ import pytest
 from inspect_ai.log import read_eval_log
 from markdown_it import MarkdownIt
 
-from med_evals.logs import load_runs
 from med_evals.report import build_report
 from med_evals.report.context import Context
 from med_evals.report.differences import (
@@ -26,8 +25,9 @@ from med_evals.report.differences import (
     viewer_folder,
 )
 from med_evals.report.document import Document
-from med_evals.report.runs import group_runs
+from med_evals.report.labels import group_runs
 from med_evals.report.tables import paired_rows
+from med_evals.runs import load_runs
 from med_evals.scorers.oncology_rct import flip_rate
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 from med_evals.tasks.oncology_rct import oncology_rct
@@ -177,7 +177,7 @@ def test_input_start_is_the_question_in_every_verdict_prompt(variant):
     """MedREQAL's question and HealthFC's claim inside each prompt variant, before HealthFC's
     evidence; a prompt cut off (the log's first 2,000 characters) inside the question: the
     question to the cut."""
-    from med_evals.solvers.verdict import render
+    from med_evals.solvers.medreqal import render
 
     question = "Does {x} lower blood pressure?"  # braces stay (rendered with str.replace)
     user = render(variant, question)[1]

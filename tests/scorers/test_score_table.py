@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from inspect_ai.scorer import SampleScore, Score
 
-from med_evals.scorers import classification, score_table, verdict
+from med_evals.scorers import classification, medreqal, score_table
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
@@ -70,8 +70,8 @@ def outcome_value(rng: random.Random) -> dict[str, Any]:
 
 def _metrics() -> dict[str, list[Any]]:
     from med_evals._compat import scorer_metrics
+    from med_evals.scorers.medreqal import verdict
     from med_evals.scorers.oncology_rct import outcome_metrics
-    from med_evals.scorers.verdict import verdict
     from med_evals.studies import MEDREQAL, ONCOLOGY_RCT
 
     oncology = ["POSITIVE", "NEGATIVE"]
@@ -184,7 +184,7 @@ def test_values_from_a_log_give_the_numbers_of_the_live_table():
     for fn in (classification.valid_rate_of,
                lambda v: classification.accuracy_of(v, True),
                lambda v: classification.macro_f1_of(v, LABELS, False),
-               lambda v: verdict.by_group(v, "category", "macro_f1")):
+               lambda v: medreqal.by_group(v, "category", "macro_f1")):
         assert _same(fn(values), fn(live))
 
 

@@ -15,7 +15,7 @@ from inspect_ai.model import ChatMessageSystem, ModelOutput, ModelUsage, get_mod
 
 from med_evals.data import DatasetError, check_counts
 from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packaged_encoder_path
-from med_evals.solvers import verdict as verdict_prompts
+from med_evals.solvers import medreqal as verdict_prompts
 from med_evals.tasks.medreqal import medreqal, read_medreqal, record_to_sample
 
 ROOT = Path(__file__).parents[2]
@@ -223,7 +223,7 @@ def chat_run(tmp_path_factory, encoder):
 def test_fixture_answers_as_planned() -> None:
     df = read_medreqal(FIXTURE)
     assert list(df["gold"]) == GOLD
-    from med_evals.scorers.verdict import parse_verdict
+    from med_evals.scorers.medreqal import parse_verdict
 
     assert [parse_verdict(reply_for(q)) for q in df["question"]] == PRED
 

@@ -274,7 +274,7 @@ def test_epochs_keep_labels_by_majority(fixture_data, tmp_path):
     assert log.eval.config.epochs == 3
     assert m[("headline", "accuracy_valid")] == 1.0
     assert m[("counts", "n_total")] == 6  # one reduced score per trial, not 18
-    from med_evals.logs import score_values
+    from med_evals.runs import score_values
 
     _, values = score_values(log.location, "trial_outcome")
     assert len(values) == 6 and all(v["agreement"] == pytest.approx(2 / 3) for v in values)

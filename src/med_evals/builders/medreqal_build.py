@@ -34,7 +34,7 @@ from med_evals.builders.pubmed import Review, Skipped
 from med_evals.builders.sources import read_sources, select_reviews, why_nothing_read
 from med_evals.outputs import check_file, make_folder, write_text, write_with
 from med_evals.safe_text import csv_cell
-from med_evals.scorers.verdict import NEI, REFUTED, SUPPORTED
+from med_evals.scorers.medreqal import NEI, REFUTED, SUPPORTED
 
 SCHEMA = (
     "background",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from med_evals.scorers.verdict import NEI, REFUTED, SUPPORTED
+from med_evals.scorers.medreqal import NEI, REFUTED, SUPPORTED
 
 #: Table 6, "Question & Label generation": the system message.
 QUESTION_LABEL_SYSTEM = (

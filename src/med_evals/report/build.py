@@ -20,18 +20,18 @@ from pathlib import Path
 from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import CommandError
-from med_evals.logs import load_all
 from med_evals.outputs import check_folder, make_folder, stale_entries, temp_name, umask
-from med_evals.report import differences, medevidence, oncology, verdict
+from med_evals.report import differences, medevidence, medreqal, oncology_rct
 from med_evals.report.context import Context
 from med_evals.report.document import Document
-from med_evals.report.runs import Group, ReportError, check_comparable, group_runs, run_labels
+from med_evals.report.labels import Group, ReportError, check_comparable, group_runs, run_labels
 from med_evals.report.tables import (
     HeadlineRow,
     generic_section,
     provenance_tables,
 )
 from med_evals.report.usage import usage_section
+from med_evals.runs import load_all
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 
 #: Paired bootstrap resamples: enough for a 95% interval's first decimal, quick on CI.
@@ -41,10 +41,10 @@ Section = Callable[[Context, Study, Sequence[Group]], None]
 #: the section of each study (HealthFC shares MedREQAL's); a study without one gets the generic
 #: section (headline, comparisons)
 SECTIONS: dict[str, Section] = {
-    ONCOLOGY_RCT.task: oncology.section,
+    ONCOLOGY_RCT.task: oncology_rct.section,
     MEDEVIDENCE.task: medevidence.section,
-    MEDREQAL.task: verdict.section,
-    HEALTHFC.task: verdict.section,
+    MEDREQAL.task: medreqal.section,
+    HEALTHFC.task: medreqal.section,
 }
 
 __all__ = ["N_BOOT", "ReportError", "ReportResult", "build_report"]

@@ -27,16 +27,16 @@ from typing import Any
 from urllib.parse import quote
 
 from med_evals.log_files import is_remote, log_folder, log_name
-from med_evals.logs import Run
 from med_evals.report.document import MISSING, Link, Toggle
-from med_evals.report.runs import Group
+from med_evals.report.labels import Group
 from med_evals.report.tables import ordered_conditions
+from med_evals.runs import Run
 from med_evals.solvers import medevidence as medevidence_prompts
+from med_evals.solvers import medreqal as verdict_prompts
 from med_evals.solvers import oncology_rct as oncology_prompts
-from med_evals.solvers import verdict as verdict_prompts
+from med_evals.spec import Study
 from med_evals.stats import mcnemar_exact
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
-from med_evals.study import Study
 
 #: samples shown per list (right only in A, right only in B, wrong in both) of each pair
 LIMIT = 50
@@ -79,7 +79,7 @@ def input_start(study: Study, text: str, n: int = INPUT_START) -> str:
     holds it (a trial's title, MedEvidence's question, MedREQAL's question, HealthFC's claim),
     else the input itself. The study's templates are tried in turn: the first whose text before
     and after the field are both in the input gives the field; else the first whose text before
-    it is (the end cut off with the input, :data:`med_evals.logs.INPUT_CHARS`), to the input's
+    it is (the end cut off with the input, :data:`med_evals.runs.INPUT_CHARS`), to the input's
     end."""
     partial = None
     for template, name in INPUT_FIELD.get(study.task, ()):
@@ -176,10 +176,10 @@ def differences(pair: Pair) -> Differences:
 
 @dataclass(frozen=True)
 class Reply:
-    """A sample's reply as the log holds it (:attr:`med_evals.logs.Run.samples`)."""
+    """A sample's reply as the log holds it (:attr:`med_evals.runs.Run.samples`)."""
 
     text: str
-    #: the whole reply's length (``text`` may be cut: :data:`med_evals.logs.REPLY_CHARS`)
+    #: the whole reply's length (``text`` may be cut: :data:`med_evals.runs.REPLY_CHARS`)
     chars: int
     epoch: int
     epochs: int
@@ -222,7 +222,7 @@ class SampleRow:
 
 def origins(group: Group) -> dict[str, Run]:
     """sample id -> the run whose value the group kept (the newest log: runs are oldest first,
-    as :func:`~med_evals.report.runs.group_runs` merges them)."""
+    as :func:`~med_evals.report.labels.group_runs` merges them)."""
     out: dict[str, Run] = {}
     for run in group.runs:
         for sid in run.values:

@@ -16,13 +16,13 @@ from typing import Any
 import pandas as pd
 
 from med_evals._compat import registry_unqualified_name
-from med_evals.logs import Run
 from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
-from med_evals.report.runs import Group
+from med_evals.report.labels import Group
+from med_evals.runs import Run
 from med_evals.scorers.headline import metric_values
+from med_evals.spec import Study
 from med_evals.stats import bootstrap_difference, mcnemar_exact
-from med_evals.study import Study
 
 
 @dataclass(frozen=True)
@@ -173,7 +173,7 @@ def provenance_tables(doc: Document, runs: Sequence[Run], labels: dict[int, str]
             "task": r.task,
             "run": labels[id(r)],
             "model": r.model,
-            # a run split into shards: every shard's log (med_evals.logs.merge_shards)
+            # a run split into shards: every shard's log (med_evals.runs.merge_shards)
             "log": ", ".join(Path(x).name for x in r.logs()),
             "data revision": _short(p.get("revision")),
             "data checksum": _short(p.get("data_checksum")),

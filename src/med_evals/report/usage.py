@@ -10,8 +10,8 @@ from typing import Any
 
 from inspect_ai.model import ModelCost
 
-from med_evals.logs import Run
 from med_evals.report.document import Document
+from med_evals.runs import Run
 from med_evals.studies import STUDIES
 from med_evals.usage import (
     CACHE_FIELDS,

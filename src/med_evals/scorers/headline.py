@@ -1,9 +1,9 @@
 """The headline metric: a study's chosen numbers, from its spec, under plain names.
 
-One function per number: :meth:`med_evals.study.Study.headline_values` computes every headline
+One function per number: :meth:`med_evals.spec.Study.headline_values` computes every headline
 number from the per-sample score values; this metric logs them, ``med-evals report`` prints
 them and ``med-evals regress`` gates them, all through that one method. The task hands its
-spec to the metric (:meth:`~med_evals.study.Study.metric_set`): nothing here imports a study.
+spec to the metric (:meth:`~med_evals.spec.Study.metric_set`): nothing here imports a study.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, metric
 
 from med_evals._compat import registry_unqualified_name
 from med_evals.scorers.classification import per_condition
-from med_evals.study import Study
+from med_evals.spec import Study
 
 
 @metric

@@ -72,7 +72,7 @@ from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from med_evals._compat import InputError, active_generate_config
-from med_evals.reference import reference_text
+from med_evals.reference_text import reference_text
 from med_evals.solvers.generate import CONTROL_FLOW, GENERATE_ERROR
 from med_evals.stats import proportion_with_intervals
 
@@ -798,7 +798,7 @@ def conclusion_agreement(
 
     Args:
         reference_field: Sample metadata key of the reference conclusion: a string, or a
-            record whose ``text`` it is (:mod:`med_evals.reference`).
+            record whose ``text`` it is (:mod:`med_evals.reference_text`).
         question_field: Sample metadata key of the question (the input text if absent).
         attempts: Judge calls at most per sample and grader before a judge failure.
     """

@@ -1,7 +1,7 @@
 """The studies' tasks, one module per study (and the modules they share).
 
 :func:`discover` imports every module of this package: each ``@task`` registers with Inspect
-and each study's spec registers itself (:func:`med_evals.study.register`, directly or through
+and each study's spec registers itself (:func:`med_evals.spec.register`, directly or through
 :func:`med_evals.tasks.label_study.label_study`), so a new study's module needs no line
 anywhere else (CONTRIBUTING.md, "Add a study").
 """

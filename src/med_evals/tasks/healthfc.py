@@ -21,10 +21,10 @@ from inspect_ai.dataset import Sample
 
 from med_evals.data import check_counts, count_summary, fetch, read_csv_checked, resolve_file
 from med_evals.params import Flag, check_params
-from med_evals.reference import reference_record
+from med_evals.reference_text import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
-from med_evals.scorers.verdict import (
+from med_evals.scorers.medreqal import (
     LABEL_CODES,
     VERDICT,
     generation_means,
@@ -32,8 +32,8 @@ from med_evals.scorers.verdict import (
     verdict,
     verdict_metrics,
 )
-from med_evals.study import Study
-from med_evals.tasks.verdict import (
+from med_evals.spec import Study
+from med_evals.tasks.medreqal import (
     VERDICT_HEADLINE,
     VERDICT_PROBE,
     verdict_params,
@@ -68,7 +68,7 @@ def record_to_sample(row: dict[str, Any], index: int, evidence: bool = True) -> 
 
     The claim is the input (not repeated in the metadata). The explanation, the URL and, only
     when the prompt uses them (``evidence``), the evidence sentences are one reference record
-    (:mod:`med_evals.reference`): Inspect copies the metadata several times per sample.
+    (:mod:`med_evals.reference_text`): Inspect copies the metadata several times per sample.
     """
     fields = {"url": row.get("url", "")}
     if evidence:
@@ -166,7 +166,7 @@ SPEC = Study(
     title="HealthFC (Vladika et al. 2024)",
     version="2.0.0",
     fingerprint_recorded="61822ba981f1c48d",
-    # scorers/verdict.py: the scorer, its metric set, the parser and the generation means
+    # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
     scorer=verdict,
     metrics=verdict_metrics,
     label_sets={"verdict": VERDICT},

@@ -3,10 +3,10 @@
 A plain study (items in a CSV, one prompt, a set of labels, a reply read as one of them) is one
 task module: its ``record_to_sample`` beside its loader's columns, one :func:`label_study` call
 and a short ``@task`` that hands its parameters to :meth:`LabelStudy.task`. The call builds,
-and registers in :data:`med_evals.study.STUDIES`, everything the rest of the package reads a
+and registers in :data:`med_evals.spec.STUDIES`, everything the rest of the package reads a
 study by:
 
-- the spec (:class:`~med_evals.study.Study`): the labels, the parser (:func:`parse_label`
+- the spec (:class:`~med_evals.spec.Study`): the labels, the parser (:func:`parse_label`
   unless the study brings its own), the headline (accuracy and macro-F1 over all samples, the
   valid rate: :func:`~med_evals.scorers.classification.label_headline`), the metric set
   (:func:`label_metrics`), the probe its fingerprint is taken on, the data pin;
@@ -51,7 +51,7 @@ from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers.generate import GENERATE_ERROR, generate_or_record_error
-from med_evals.study import (
+from med_evals.spec import (
     METRIC_SETS,
     PROBE_REPLIES,
     VALID_RATE,

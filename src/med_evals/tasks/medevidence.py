@@ -41,7 +41,7 @@ from med_evals.scorers.medevidence import (
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.study import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
+from med_evals.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
 from med_evals.subsets import load_subset, select
 from med_evals.tasks.run_checks import before_run
 

@@ -10,14 +10,14 @@ from inspect_ai.model import ChatMessageUser, ModelOutput
 from inspect_ai.scorer import Score, Target
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.reducers import majority_label
-from med_evals.scorers.verdict import (
+from med_evals.scorers.medreqal import (
     NEI,
     REFUTED,
     SUPPORTED,
     target_label,
     verdict,
 )
+from med_evals.scorers.reducers import majority_label
 
 
 def state(reply: str | None, **metadata: Any) -> TaskState:

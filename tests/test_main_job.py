@@ -16,9 +16,9 @@ import yaml
 from inspect_ai.log import read_eval_log
 
 from med_evals.cli import main
-from med_evals.compare import format_table, run_compare
 from med_evals.data import git_blob_sha1_of, sha256_of
 from med_evals.exit_codes import CommandError
+from med_evals.main_job import format_table, run_compare
 
 from .conftest import REPO
 from .oncology_support import FIXTURE_CSV, install_fixture
@@ -91,8 +91,8 @@ def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, mo
         assert r.values == _logged_headline(r.log)
     # each replayed run is named for its recorded model (inspect view's list shows the name),
     # its replay file in the model args; the rows are labelled as the report labels the runs
-    from med_evals.logs import load_run
-    from med_evals.report.runs import model_name
+    from med_evals.report.labels import model_name
+    from med_evals.runs import load_run
     from med_evals.usage import REPLAYED
 
     logs = [read_eval_log(r.log, header_only=True) for r in c.runs]
@@ -347,7 +347,7 @@ def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
 def test_the_viewer_line_names_the_log_folder_absolutely(tmp_path, monkeypatch):
     """Inspect's viewer answers 403 for a --log-dir with `..` in it: the line printed must work
     as printed, from any folder."""
-    from med_evals.compare import Comparison
+    from med_evals.main_job import Comparison
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
@@ -356,7 +356,7 @@ def test_the_viewer_line_names_the_log_folder_absolutely(tmp_path, monkeypatch):
 
 
 def test_run_labels_name_the_model_args_given():
-    from med_evals.compare import model_label
+    from med_evals.main_job import model_label
 
     assert model_label("embedded/smollm2-135m", {"choices": "POSITIVE,NEGATIVE"}) == (
         "embedded/smollm2-135m, choices=POSITIVE,NEGATIVE"
@@ -368,7 +368,7 @@ def test_run_labels_name_the_model_args_given():
 def test_model_args_are_read_as_inspect_reads_them():
     """``-M max_retries=0`` is the number 0, as ``inspect eval -M`` reads it (it was the text
     "0", and the OpenAI client's traceback); an empty value stays empty (free replies)."""
-    from med_evals.compare import _model_args
+    from med_evals.main_job import _model_args
 
     assert _model_args(["max_retries=0", "choices=", "choices_b=POSITIVE,NEGATIVE",
                         "flag=true"], "openai-api/x/y") == {

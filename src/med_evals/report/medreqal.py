@@ -17,7 +17,7 @@ from typing import Any
 from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import is_missing
-from med_evals.report.runs import Group
+from med_evals.report.labels import Group
 from med_evals.report.tables import (
     headline_block,
     metric_set_table,
@@ -25,8 +25,8 @@ from med_evals.report.tables import (
     reference_table,
 )
 from med_evals.scorers.classification import counts_of
-from med_evals.scorers.verdict import by_group
-from med_evals.study import Study
+from med_evals.scorers.medreqal import by_group
+from med_evals.spec import Study
 
 #: bert-score's defaults for the encoder that gives the paper's 84-86 range (the paper does not
 #: name its encoder; see docs/medreqal.md)

@@ -42,7 +42,7 @@ import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
-from med_evals.reference import REFERENCE, reference_fields
+from med_evals.reference_text import REFERENCE, reference_fields
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_by_codes,
@@ -66,7 +66,7 @@ from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.score_table import Table, mean_present, rows_of, table_of
 from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.study import Study
+from med_evals.spec import Study
 
 SUPPORTED = "SUPPORTED"
 REFUTED = "REFUTED"
@@ -352,8 +352,8 @@ def verdict(
 
     ``Score.value`` holds what the metrics need and what must survive epoch reduction:
     ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample's
-    reference record (under ``reference_key``, default ``reference``; :mod:`med_evals.reference`)
-    has them, ``category`` and ``strength``.
+    reference record (under ``reference_key``, default ``reference``;
+    :mod:`med_evals.reference_text`) has them, ``category`` and ``strength``.
     ``answer`` is the parsed label; ``explanation`` the reply.
     With ``reference_key`` the value also holds the :func:`~med_evals.scorers.generation.generation`
     scores of the reply against that metadata field (``rouge_l``, ``bertscore_f1``,

@@ -18,7 +18,7 @@ import pandas as pd
 from med_evals.report import differences, figures
 from med_evals.report.context import Context
 from med_evals.report.document import fmt_ci, fmt_interval
-from med_evals.report.runs import Group
+from med_evals.report.labels import Group
 from med_evals.report.tables import (
     headline_block,
     metric_set_table,
@@ -32,8 +32,8 @@ from med_evals.scorers.oncology_rct import (
     parse_pair,
     summarize_condition,
 )
+from med_evals.spec import Study
 from med_evals.stats import mcnemar_exact
-from med_evals.study import Study
 from med_evals.tasks.oncology_conditions import condition_name
 
 BASELINE = "title_abstract"

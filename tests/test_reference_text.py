@@ -1,4 +1,4 @@
-"""The reference record in a verdict sample's metadata (med_evals.reference)."""
+"""The reference record in a verdict sample's metadata (med_evals.reference_text)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import asyncio
 from inspect_ai.log import EvalSampleSummary
 from inspect_ai.scorer import Target
 
-from med_evals.reference import reference_fields, reference_record, reference_text
+from med_evals.reference_text import reference_fields, reference_record, reference_text
 from med_evals.scorers.generation import rouge_l
-from med_evals.scorers.verdict import REFUTED, verdict
+from med_evals.scorers.medreqal import REFUTED, verdict
 from tests.scorers.test_verdict_scorer import state
 
 CONCLUSION = "Exercise probably reduces pain a little in adults with knee osteoarthritis. " * 6

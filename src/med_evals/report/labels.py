@@ -7,13 +7,13 @@ argument whose value differs between the runs of that study, e.g.
 ``epochs=3``, a grader role's model, the task version, the data), and every model argument
 (``-M``) whose value differs, except those of :data:`DISPLAY_ONLY_MODEL_ARGS`, which change no
 reply (the embedded model's ``progress``: how often it prints a progress line); a partial run
-(:func:`med_evals.logs.coverage`: a forgotten or killed shard) ends with ``(partial)``. Two
+(:func:`med_evals.runs.coverage`: a forgotten or killed shard) ends with ``(partial)``. Two
 setups therefore never share a label. Runs that share a label (the same model, arguments and
 setup, e.g. the README's job and a later ``condition=study`` run of the same model) are
 merged sample by sample into one :class:`Group`; a sample present in several of them keeps the
 newest log's value and the report says so.
 
-The runs come one per eval (:func:`med_evals.logs.select_logs`, as for ``med-evals baseline``
+The runs come one per eval (:func:`med_evals.runs.select_logs`, as for ``med-evals baseline``
 and ``regress``): after a kill and ``inspect eval-retry`` only the finished log is read and the
 killed one is listed as skipped; the merge here is of different evals sharing a label.
 """
@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from med_evals.log_files import log_name
-from med_evals.logs import REPLAY_PREFIX, Run
 from med_evals.report.document import MISSING
+from med_evals.runs import REPLAY_PREFIX, Run
 from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, described
-from med_evals.study import NON_SETUP_ARGS, Study
+from med_evals.spec import NON_SETUP_ARGS, Study
 
 # DISPLAY_ONLY_MODEL_ARGS (med_evals.setup): model arguments that change no reply, never part
 # of a run label. Every other model argument may change replies, so it may tell two runs apart:
@@ -169,7 +169,7 @@ def group_runs(runs: Sequence[Run], warnings: list[str]) -> dict[str, list[Group
 
 def signature(run: Run) -> tuple[Any, ...]:
     """What must agree for two runs of a task to stand side by side (of their setups,
-    :attr:`med_evals.logs.Run.setup`): the data, the prompt and the task version. Runs that
+    :attr:`med_evals.runs.Run.setup`): the data, the prompt and the task version. Runs that
     differ in any other setting stand side by side as rows of their own (their labels name the
     setting)."""
     setup = run.setup
@@ -177,7 +177,7 @@ def signature(run: Run) -> tuple[Any, ...]:
 
 
 def partial_warnings(runs: Sequence[Run]) -> list[str]:
-    """One line per partial run (:func:`med_evals.logs.coverage`): what it leaves out."""
+    """One line per partial run (:func:`med_evals.runs.coverage`): what it leaves out."""
     return [f"{r.task} / {model_name(r)} ({', '.join(log_name(p) for p in r.logs())}) is a "
             f"partial run: {r.partial}; its row is marked (partial)"
             for r in runs if r.partial]

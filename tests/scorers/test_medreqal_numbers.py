@@ -13,7 +13,7 @@ from med_evals.scorers.classification import (
     macro_f1_all,
     macro_f1_valid,
 )
-from med_evals.scorers.verdict import (
+from med_evals.scorers.medreqal import (
     VERDICT,
     accuracy_by_category,
     accuracy_by_strength,

@@ -444,9 +444,9 @@ def _row(
     prices: Any = None,
 ) -> RunRow:
     """A run's row, read back from its log: the report's label of a replayed run
-    (:func:`med_evals.report.runs.model_name`), its headline numbers, tokens and cost."""
-    from med_evals.logs import run_of
-    from med_evals.report.runs import model_name
+    (:func:`med_evals.report.labels.model_name`), its headline numbers, tokens and cost."""
+    from med_evals.report.labels import model_name
+    from med_evals.runs import run_of
 
     run = run_of(log, str(log.location))  # the log eval() returned: not read again
     values = run.by_condition().get(condition, [])
@@ -467,7 +467,7 @@ def _row(
 
 def _published(condition: str, reference: str | None) -> tuple[list[dict[str, str]], str]:
     from med_evals.report import published
-    from med_evals.report.oncology import published_condition
+    from med_evals.report.oncology_rct import published_condition
     from med_evals.studies import ONCOLOGY_RCT
 
     name = next(n for n in ONCOLOGY_RCT.reference_tables if n.startswith("oncology-table1"))

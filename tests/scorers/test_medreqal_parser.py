@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from med_evals.scorers.labels import ERROR, INVALID
-from med_evals.scorers.verdict import NEI, REFUTED, SUPPORTED, VERDICT, parse_verdict
+from med_evals.scorers.medreqal import NEI, REFUTED, SUPPORTED, VERDICT, parse_verdict
 
 S, R, N = SUPPORTED, REFUTED, NEI
 

@@ -30,8 +30,8 @@ from med_evals.log_files import list_log_files, missing, mtime
 from med_evals.scorers.headline import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
+from med_evals.spec import NON_SETUP_ARGS
 from med_evals.studies import STUDIES, Study, spec
-from med_evals.study import NON_SETUP_ARGS
 from med_evals.usage import (
     REPLAY_PREFIX,
     Paid,
@@ -247,7 +247,7 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "data_checksum": data.get("sha256") or data.get("git_blob_sha1"),
         "task_args": dict(log.eval.task_args or {}),
         "prompt": md.get("prompt"),
-        # what the gated numbers depend on in the study's code (med_evals.study.Study.behaviour)
+        # what the gated numbers depend on in the study's code (med_evals.spec.Study.behaviour)
         "behaviour": md.get("behaviour"),
         "scorers": [s.name for s in (log.results.scores if log.results else [])],
         # the scorers' own arguments as Inspect recorded them (encoder, layer, reference, ...)
