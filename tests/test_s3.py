@@ -277,11 +277,21 @@ def _each_command(place: Place, logs: str) -> dict[str, list[str]]:
     }
 
 
-def _one_line_each(place: Place, logs: str, capsys, why: str, limit_s: float = 5.0) -> None:
+#: a command's wall-clock bound in the error tests: a guard against waiting on a timeout
+#: (botocore's connect and read timeouts are 60 s), not a speed test (a loaded machine takes
+#: seconds to import the report's modules); that a refused request is not retried is counted
+#: at the server instead (``refused``)
+HANG_S = 30.0
+
+
+def _one_line_each(place: Place, logs: str, capsys, why: str, refused: S3 | None = None) -> None:
     """Every command over ``logs``: exit 2, its last stderr line the error naming ``logs`` and
-    ``why``, no traceback, within ``limit_s``."""
+    ``why``, no traceback, within :data:`HANG_S`; with ``refused`` (the server), each command
+    sent it one request, refused (403), and no other: nothing retried."""
     (place.tmp / "cmd-out").mkdir(exist_ok=True)
     for command, argv in _each_command(place, logs).items():
+        if refused is not None:
+            refused.requests.clear()
         started = time.monotonic()
         code = cli_main(argv)
         elapsed = time.monotonic() - started
@@ -289,7 +299,9 @@ def _one_line_each(place: Place, logs: str, capsys, why: str, limit_s: float = 5
         assert code == 2, (command, out, err)
         assert not any("Traceback" in line for line in err)
         assert err[-1].startswith(f"med-evals {command}: error: "), err
-        assert elapsed < limit_s, (command, elapsed)
+        assert elapsed < HANG_S, (command, elapsed)
+        if refused is not None:
+            assert [status for _, status in refused.requests] == [403], (command, refused.requests)
         if len(err) == 1:
             assert logs in err[0] and why in err[0], (command, err)
         else:  # the export names each path it skipped, then says it wrote nothing
@@ -314,14 +326,16 @@ def test_a_wrong_secret_key_is_one_line(place, s3, monkeypatch, capsys):
     """moto's server mode checks no key and no signature by default (any secret works); with
     auth required (``INITIAL_NO_AUTH_ACTION_COUNT`` 0, through ``/moto-api/reset-auth``) it
     checks the access key against its IAM, the SigV4 signature and the IAM policy. The right
-    secret then reads the logs; a wrong one, or an unknown key id, is one line."""
+    secret then reads the logs; a wrong one, or an unknown key id, is one line, from one request
+    refused (403) and not retried."""
     key_id, secret = s3.iam_user()
+    wrong = _wrong(secret)
+    assert wrong != secret
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
     monkeypatch.setenv("AWS_RETRY_MODE", "standard")
     with s3.require_auth():
         for kid, sec, why in ((key_id, secret, None),
-                              (key_id, secret[:-1] + "x", "signature we calculated does not "
-                               "match"),
+                              (key_id, wrong, "signature we calculated does not match"),
                               ("AKIAEXAMPLEEXAMPLE00", secret, "Access Key Id you provided "
                                "does not exist")):
             monkeypatch.setenv("AWS_ACCESS_KEY_ID", kid)
@@ -331,10 +345,19 @@ def test_a_wrong_secret_key_is_one_line(place, s3, monkeypatch, capsys):
                 list_log_files([place.uri])  # listed, no error
                 assert s3.keys(place.uri + "/") is not None  # boto3, signed the same way
                 continue
+            s3.requests.clear()
             with pytest.raises(LogPathError, match=why):  # the listing itself is refused
                 list_log_files([place.uri])
-            _one_line_each(place, place.uri, capsys, why)
+            assert [status for _, status in s3.requests] == [403], s3.requests
+            _one_line_each(place, place.uri, capsys, why, refused=s3)
     fresh_clients()
+
+
+def _wrong(secret: str) -> str:
+    """A secret that is not ``secret``: its last character changed. (``secret[:-1] + "x"`` was
+    the right secret whenever moto's random secret ended in "x", one run in 64: then the
+    listing passed and the test failed with "DID NOT RAISE".)"""
+    return secret[:-1] + ("y" if secret.endswith("x") else "x")
 
 
 def test_an_unreachable_endpoint_is_one_line_and_fast(place, monkeypatch, capsys):

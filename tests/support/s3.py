@@ -19,6 +19,11 @@ and be allowed by the user's IAM policy.
 s3fs keeps one ``S3FileSystem`` per set of arguments (fsspec's instance cache), built with the
 environment of its first use: :func:`fresh_clients` drops them when a test changes the
 endpoint or the keys.
+
+:attr:`S3.requests` records each request the server answers (its method and path, and the
+status), from the line werkzeug's server logs for it before it sends the response: a test counts
+what a command sent (a refused request retried would show twice) instead of timing it, which a
+loaded machine would slow.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -57,6 +64,8 @@ class S3:
     """The running server: its endpoint and a few helpers (boto3 and fsspec, as a user would)."""
 
     endpoint: str
+    #: (method and path, status) of each request answered, in order (a test clears it)
+    requests: list[tuple[str, int]] = field(default_factory=list)
 
     def client(self, service: str = "s3"):  # noqa: ANN201 - a boto3 client
         """A client with the keys in the environment now (boto3's default session keeps the
@@ -116,27 +125,66 @@ class S3:
             count("inf")
 
 
+class _Requests(logging.Handler):
+    """werkzeug's line per request, as (method and path, status); its warnings and errors to
+    stderr (nothing else is printed)."""
+
+    #: ``"GET /bucket?list-type=2 HTTP/1.1" 403 -`` (the request in ANSI colours by status)
+    LINE = re.compile(r'"(?:\x1b\[[\d;]*m)*([A-Z]+ .+?) HTTP/[\d.]+(?:\x1b\[[\d;]*m)*" (\d{3}) ')
+
+    def __init__(self, requests: list[tuple[str, int]]) -> None:
+        super().__init__()
+        self.requests = requests
+
+    def emit(self, record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        found = self.LINE.search(text)
+        if found and record.levelno == logging.INFO:
+            self.requests.append((found.group(1), int(found.group(2))))  # atomic: thread-safe
+        elif record.levelno >= logging.WARNING:
+            print(text.rstrip(), file=sys.stderr)
+
+
 @contextmanager
-def _threaded() -> Iterator[str]:
-    """moto's server in a thread of this process (``ThreadedMotoServer``): its endpoint."""
+def _werkzeug_lines(requests: list[tuple[str, int]]) -> Iterator[None]:
+    """werkzeug's log (each request, at INFO) into ``requests`` while the server runs; the
+    logger as it was after it."""
+    log = logging.getLogger("werkzeug")
+    saved = (log.level, log.propagate, log.handlers[:])
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    log.handlers = [_Requests(requests)]  # before the first request: werkzeug adds no handler
+    try:
+        yield
+    finally:
+        log.setLevel(saved[0])
+        log.propagate = saved[1]
+        log.handlers = saved[2]
+
+
+@contextmanager
+def _threaded(requests: list[tuple[str, int]]) -> Iterator[str]:
+    """moto's server in a thread of this process (``ThreadedMotoServer``), each request it
+    answers recorded in ``requests``: its endpoint."""
     from moto.server import ThreadedMotoServer
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # a line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    try:
-        yield f"http://{host}:{port}"
-    finally:
-        server.stop()
+    with _werkzeug_lines(requests):
+        server.start()
+        host, port = server.get_host_and_port()
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.stop()
 
 
 @contextmanager
 def s3_server() -> Iterator[S3]:
     """moto's S3 on ``127.0.0.1`` (a thread of this process) and the AWS environment pointing
     at it (see the module)."""
-    with _threaded() as endpoint, _aws_env(endpoint):
-        yield S3(endpoint)
+    requests: list[tuple[str, int]] = []
+    with _threaded(requests) as endpoint, _aws_env(endpoint):
+        yield S3(endpoint, requests)
 
 
 @contextmanager
