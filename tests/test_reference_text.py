@@ -10,7 +10,7 @@ from inspect_ai.scorer import Target
 from med_evals.reference_text import reference_fields, reference_record, reference_text
 from med_evals.scorers.generation import rouge_l
 from med_evals.scorers.medreqal import REFUTED, verdict
-from tests.scorers.test_verdict_scorer import state
+from tests.scorers.test_medreqal_scorer import state
 
 CONCLUSION = "Exercise probably reduces pain a little in adults with knee osteoarthritis. " * 6
 
