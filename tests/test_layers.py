@@ -48,6 +48,8 @@ LAYERS: dict[str, int] = {
     "studies": 4,
     "recorded": 4,
     "runs": 5,
+    "run_labels": 5,
+    "pairs": 5,
     "usage": 5,
     "regress": 6,
     "report": 6,

@@ -91,7 +91,7 @@ def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, mo
         assert r.values == _logged_headline(r.log)
     # each replayed run is named for its recorded model (inspect view's list shows the name),
     # its replay file in the model args; the rows are labelled as the report labels the runs
-    from med_evals.report.labels import model_name
+    from med_evals.run_labels import model_name
     from med_evals.runs import load_run
     from med_evals.usage import REPLAYED
 

@@ -3,7 +3,7 @@ and the gate alike."""
 
 from __future__ import annotations
 
-from med_evals.report.labels import run_labels
+from med_evals.run_labels import run_labels
 from med_evals.runs import Run
 from med_evals.setup import legacy_view, not_recorded, setup_changes, setup_of
 

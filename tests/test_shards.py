@@ -57,7 +57,7 @@ def test_shards_read_back_as_one_run(runs):
     # each sample's viewer link opens the shard's log that holds it
     from inspect_ai.log import read_eval_log
 
-    from med_evals.report.differences import viewer_url
+    from med_evals.pairs import viewer_url
 
     held = {str(sm.id): path for path in sharded.provenance["shards"]
             for sm in read_eval_log(path).samples or []}

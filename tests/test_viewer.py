@@ -16,7 +16,7 @@ from inspect_ai.log import resolve_sample_attachments
 
 from med_evals.data import sha256_of
 from med_evals.main_job import replay_model
-from med_evals.report.differences import VIEWER, viewer_url
+from med_evals.pairs import VIEWER, viewer_url
 from med_evals.runs import load_run
 from med_evals.tasks.oncology_rct import oncology_rct
 

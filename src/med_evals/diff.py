@@ -21,8 +21,7 @@ from typing import Any
 
 from med_evals.exit_codes import USAGE, CommandError
 from med_evals.log_files import LogPathError, log_name
-from med_evals.report.build import N_BOOT
-from med_evals.report.differences import (
+from med_evals.pairs import (
     LIMIT,
     VIEWER,
     Differences,
@@ -33,7 +32,8 @@ from med_evals.report.differences import (
     shown,
     viewer_folder,
 )
-from med_evals.report.labels import Group, check_comparable, run_labels
+from med_evals.report.build import N_BOOT
+from med_evals.run_labels import Group, check_comparable, run_labels
 from med_evals.runs import Run, load_selected, select_logs
 from med_evals.safe_text import terminal
 from med_evals.stats import bootstrap_difference

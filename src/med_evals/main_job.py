@@ -444,8 +444,8 @@ def _row(
     prices: Any = None,
 ) -> RunRow:
     """A run's row, read back from its log: the report's label of a replayed run
-    (:func:`med_evals.report.labels.model_name`), its headline numbers, tokens and cost."""
-    from med_evals.report.labels import model_name
+    (:func:`med_evals.run_labels.model_name`), its headline numbers, tokens and cost."""
+    from med_evals.run_labels import model_name
     from med_evals.runs import run_of
 
     run = run_of(log, str(log.location))  # the log eval() returned: not read again

@@ -26,7 +26,7 @@ the setup until it is named in :data:`CALL_SETTINGS`.
 :func:`setup_changes` says what differs between two setups (``generation.temperature 0.0 ->
 0.5``); an empty list means the same setup. Every reader of runs asks it: the shards of one run
 must share a setup (:func:`med_evals.runs.merge_shards`), the report never shows two setups in
-one row (:func:`med_evals.report.labels.run_labels` names every setting that differs), and the
+one row (:func:`med_evals.run_labels.run_labels` names every setting that differs), and the
 gate compares a new run with a baseline run only under the same setup
 (:mod:`med_evals.regress`). A baseline recorded before this module (format 2) holds 8 of these
 fields; :func:`legacy_view` gives a new setup's view of those 8, and the rest is reported as not

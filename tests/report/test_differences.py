@@ -12,21 +12,20 @@ import pytest
 from inspect_ai.log import read_eval_log
 from markdown_it import MarkdownIt
 
-from med_evals.report import build_report
-from med_evals.report.context import Context
-from med_evals.report.differences import (
+from med_evals.pairs import (
     VIEWER,
     differences,
-    flip_rows,
     input_start,
     pairs,
     sample_rows,
-    section,
     viewer_folder,
 )
+from med_evals.report import build_report
+from med_evals.report.context import Context
+from med_evals.report.differences import flip_rows, section
 from med_evals.report.document import Document
-from med_evals.report.labels import group_runs
 from med_evals.report.tables import paired_rows
+from med_evals.run_labels import group_runs
 from med_evals.runs import load_runs
 from med_evals.scorers.oncology_rct import flip_rate
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT

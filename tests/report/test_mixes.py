@@ -206,7 +206,7 @@ def test_a_failed_build_leaves_no_half_written_report(tmp_path, monkeypatch):
 def test_runs_that_differ_only_in_model_options_get_their_own_labels():
     """An embedded run with -M choices=... and one without are two runs of one model: their
     labels say so (they were merged into one group, the newer log's values winning)."""
-    from med_evals.report.labels import run_labels
+    from med_evals.run_labels import run_labels
     from med_evals.runs import Run
 
     def run(model_args):

@@ -24,13 +24,13 @@ from med_evals.outputs import check_folder, make_folder, stale_entries, temp_nam
 from med_evals.report import differences, medevidence, medreqal, oncology_rct
 from med_evals.report.context import Context
 from med_evals.report.document import Document
-from med_evals.report.labels import Group, ReportError, check_comparable, group_runs, run_labels
 from med_evals.report.tables import (
     HeadlineRow,
     generic_section,
     provenance_tables,
 )
 from med_evals.report.usage import usage_section
+from med_evals.run_labels import Group, ReportError, check_comparable, group_runs, run_labels
 from med_evals.runs import load_all
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 

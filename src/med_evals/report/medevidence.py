@@ -14,13 +14,12 @@ from collections.abc import Sequence
 
 from med_evals.report import figures
 from med_evals.report.context import Context
-from med_evals.report.labels import Group
 from med_evals.report.tables import (
     headline_block,
     metric_set_table,
-    ordered_conditions,
     paired_table,
 )
+from med_evals.run_labels import Group, ordered_conditions
 from med_evals.spec import Study
 
 OURS = " [three-label scheme: ours, not the paper's]"

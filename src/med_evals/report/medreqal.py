@@ -17,13 +17,13 @@ from typing import Any
 from med_evals.report import figures
 from med_evals.report.context import Context
 from med_evals.report.document import is_missing
-from med_evals.report.labels import Group
 from med_evals.report.tables import (
     headline_block,
     metric_set_table,
     paired_table,
     reference_table,
 )
+from med_evals.run_labels import Group
 from med_evals.scorers.classification import counts_of
 from med_evals.scorers.medreqal import by_group
 from med_evals.spec import Study

@@ -18,14 +18,13 @@ import pandas as pd
 from med_evals.report import differences, figures
 from med_evals.report.context import Context
 from med_evals.report.document import fmt_ci, fmt_interval
-from med_evals.report.labels import Group
 from med_evals.report.tables import (
     headline_block,
     metric_set_table,
-    ordered_conditions,
     paired_table,
     reference_table,
 )
+from med_evals.run_labels import Group, ordered_conditions
 from med_evals.scorers.oncology_rct import (
     DEFAULT_FLIP_PAIRS,
     flip_rate,

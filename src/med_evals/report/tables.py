@@ -7,7 +7,6 @@ the function the logged ``headline`` metric and ``med-evals regress`` call.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,13 +15,14 @@ from typing import Any
 import pandas as pd
 
 from med_evals._compat import registry_unqualified_name
+from med_evals.pairs import differences, pairs
 from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
-from med_evals.report.labels import Group
+from med_evals.run_labels import Group, ordered_conditions
 from med_evals.runs import Run
 from med_evals.scorers.headline import metric_values
 from med_evals.spec import Study
-from med_evals.stats import bootstrap_difference, mcnemar_exact
+from med_evals.stats import bootstrap_difference
 
 
 @dataclass(frozen=True)
@@ -35,12 +35,6 @@ class HeadlineRow:
     n: int
     values: dict[str, float]
     logs: tuple[str, ...]
-
-
-def ordered_conditions(study: Study, present: Sequence[str] | set[str]) -> list[str]:
-    """Present conditions in the study's order (unknown ones after, by name)."""
-    known = [c for c in study.conditions if c in present]
-    return known + sorted(set(present) - set(known))
 
 
 def headline_rows(study: Study, groups: Sequence[Group]) -> list[HeadlineRow]:
@@ -92,38 +86,27 @@ def fmt_diff(d: dict[str, float]) -> str:
 
 
 def paired_rows(study: Study, groups: Sequence[Group], n_boot: int) -> list[dict[str, Any]]:
-    """Every two runs on the samples both scored (per condition): McNemar's exact test on
-    correctness and, for each headline number, A - B with a 95% paired bootstrap interval of
-    :meth:`Study.headline_values` itself. No valid prediction on the paired samples: no test."""
+    """Every two runs on the samples both scored (per condition, :func:`med_evals.pairs.pairs`):
+    McNemar's exact test on correctness and, for each headline number, A - B with a 95% paired
+    bootstrap interval of :meth:`Study.headline_values` itself. No valid prediction on the
+    paired samples: no test."""
     rows = []
-    for a, b in itertools.combinations(groups, 2):
-        if study.labels(a.task_args) != study.labels(b.task_args):
-            continue  # different label sets (MedEvidence five vs three): not comparable
-        ca, cb = a.conditions(), b.conditions()
-        for cond in ordered_conditions(study, set(ca) & set(cb)):
-            keys = [k for k in sorted(set(ca[cond]) & set(cb[cond]))
-                    if ca[cond][k]["target"] == cb[cond][k]["target"]]
-            if not keys:
-                continue
-            va, vb = [ca[cond][k] for k in keys], [cb[cond][k] for k in keys]
-            row: dict[str, Any] = {"run A": a.label, "run B": b.label}
-            if cond:
-                row["condition"] = cond
-            row["n paired"] = len(keys)
-            if not any(v["valid"] for v in va + vb):
-                row["McNemar exact p"] = "no valid prediction"
-                rows.append(row)
-                continue
-            test = mcnemar_exact(
-                [int(v["prediction"] == v["target"]) for v in va],
-                [int(v["prediction"] == v["target"]) for v in vb],
-            )
-            row["right only in A / in B"] = f"{test['a_only']} / {test['b_only']}"
-            row["McNemar exact p"] = test["p_value"]
-            boot = bootstrap_difference(a.headline, va, vb, n_boot=n_boot)
-            for h in study.headline:
-                row[f"A − B {h.display} (95% CI)"] = fmt_diff(boot[h.name])
+    for pair in pairs(study, groups):
+        row: dict[str, Any] = {"run A": pair.a.label, "run B": pair.b.label}
+        if pair.condition:
+            row["condition"] = pair.condition
+        row["n paired"] = len(pair.keys)
+        test = differences(pair).test
+        if test is None:
+            row["McNemar exact p"] = "no valid prediction"
             rows.append(row)
+            continue
+        row["right only in A / in B"] = f"{test['a_only']} / {test['b_only']}"
+        row["McNemar exact p"] = test["p_value"]
+        boot = bootstrap_difference(pair.a.headline, pair.va, pair.vb, n_boot=n_boot)
+        for h in study.headline:
+            row[f"A − B {h.display} (95% CI)"] = fmt_diff(boot[h.name])
+        rows.append(row)
     return rows
 
 

@@ -27,10 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from med_evals.log_files import log_name
-from med_evals.report.document import MISSING
 from med_evals.runs import REPLAY_PREFIX, Run
 from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, described
 from med_evals.spec import NON_SETUP_ARGS, Study
+from med_evals.usage import MISSING
 
 # DISPLAY_ONLY_MODEL_ARGS (med_evals.setup): model arguments that change no reply, never part
 # of a run label. Every other model argument may change replies, so it may tell two runs apart:
@@ -38,6 +38,12 @@ from med_evals.spec import NON_SETUP_ARGS, Study
 # and ``threads`` (they change the order of floating-point sums, so a reply may differ),
 # ``replay/``'s ``file``, and any other provider's options.
 __all__ = ["DISPLAY_ONLY_MODEL_ARGS", "Group", "ReportError", "group_runs", "run_labels"]
+
+
+def ordered_conditions(study: Study, present: Sequence[str] | set[str]) -> list[str]:
+    """Present conditions in the study's order (unknown ones after, by name)."""
+    known = [c for c in study.conditions if c in present]
+    return known + sorted(set(present) - set(known))
 
 
 class ReportError(ValueError):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from med_evals.report.labels import DISPLAY_ONLY_MODEL_ARGS, group_runs, run_labels
+from med_evals.run_labels import DISPLAY_ONLY_MODEL_ARGS, group_runs, run_labels
 from med_evals.runs import Run
 
 
