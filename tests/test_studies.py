@@ -125,7 +125,7 @@ def test_the_primary_number_leads_and_the_valid_rate_follows(name):
 
 
 def _logged_order(metrics, values):
-    from med_evals.scorers.headline import metric_values
+    from med_evals.scorers.classification import metric_values
 
     return list(metric_values(metrics, values))
 

@@ -54,7 +54,7 @@ from med_evals.runs import (
     merge_shards,
     select_logs,
 )
-from med_evals.scorers.headline import metric_values
+from med_evals.scorers.classification import metric_values
 from med_evals.setup import is_legacy, legacy_view, not_recorded, setup_changes
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec

@@ -27,7 +27,7 @@ from inspect_ai.log import EvalLog, read_eval_log
 # expand_log_paths: re-exported (callers list logs as this module did)
 from med_evals.log_files import expand_log_paths as expand_log_paths
 from med_evals.log_files import list_log_files, missing, mtime
-from med_evals.scorers.headline import metric_values
+from med_evals.scorers.classification import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
 from med_evals.spec import NON_SETUP_ARGS

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 from med_evals.data import load_manifest
-from med_evals.scorers.headline import metric_values
+from med_evals.scorers.classification import metric_values
 from med_evals.spec import Study, plain_numbers, register
 from med_evals.tasks import discover
 from med_evals.tasks.healthfc import SPEC as HEALTHFC

@@ -10,18 +10,18 @@ from typing import Any
 import pytest
 from inspect_ai.scorer import SampleScore, Score
 
-from med_evals.scorers import classification, medreqal, score_table
+from med_evals.scorers import classification, generation, medreqal, score_table
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
     by_field,
     confusion_counts,
+    headline,
     label_counts,
     macro_f1_all,
     macro_f1_valid,
     valid_rate,
 )
-from med_evals.scorers.headline import headline
 from med_evals.scorers.score_table import Table, table_of
 
 S, R, N = "SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"
@@ -180,7 +180,7 @@ def test_values_from_a_log_give_the_numbers_of_the_live_table():
     scores = [SampleScore(score=Score(value=v), sample_id=i) for i, v in enumerate(values)]
     live = table_of(scores).rows()
     for key in ("rouge_l", "bertscore_f1"):
-        assert _same(score_table.mean_present(values, key), score_table.mean_present(live, key))
+        assert _same(generation.mean_present(values, key), generation.mean_present(live, key))
     for fn in (classification.valid_rate_of,
                lambda v: classification.accuracy_of(v, True),
                lambda v: classification.macro_f1_of(v, LABELS, False),

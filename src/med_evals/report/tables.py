@@ -20,7 +20,7 @@ from med_evals.report import published
 from med_evals.report.document import MISSING, Document, is_missing
 from med_evals.run_labels import Group, ordered_conditions
 from med_evals.runs import Run
-from med_evals.scorers.headline import metric_values
+from med_evals.scorers.classification import metric_values
 from med_evals.spec import Study
 from med_evals.stats import bootstrap_difference
 
@@ -193,7 +193,7 @@ def metric_set_rows(
     """Every number of the study's full metric set (:meth:`Study.metric_set`) but the metrics
     named in ``skip`` (registry names, e.g. ``headline``), computed over each run label's
     per-sample values by the metric functions themselves
-    (:func:`~med_evals.scorers.headline.metric_values`): the numbers a ``-T metrics=full`` log
+    (:func:`~med_evals.scorers.classification.metric_values`): the numbers a ``-T metrics=full`` log
     holds, named as it names them, whichever set the run logged. One row per run label and
     condition; a number over several conditions (a flip rate) is in the row of the first."""
     rows = []

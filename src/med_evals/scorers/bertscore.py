@@ -90,6 +90,21 @@ class BertScoreConfig:
             num_layers = model2layers[model]
         return cls(model, num_layers, rescale_with_baseline, batch_size=batch_size, device=device)
 
+    def scorer_args(self, generation_scoring: bool, bertscore: bool) -> dict[str, Any]:
+        """The verdict scorer's arguments for this encoder: ROUGE-L and BERTScore against the
+        sample's reference record unless ``generation_scoring`` is off, BERTScore unless
+        ``bertscore`` is off."""
+        from med_evals.reference_text import REFERENCE
+
+        return {
+            "reference_key": REFERENCE if generation_scoring else None,
+            "bertscore_model": self.model,
+            "bertscore_layers": self.num_layers,
+            "bertscore_rescale": self.rescale_with_baseline,
+            "bertscore_batch_size": self.batch_size,
+            "bertscore": bertscore,
+        }
+
     @property
     def is_packaged(self) -> bool:
         return self.model == DEFAULT_ENCODER

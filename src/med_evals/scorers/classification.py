@@ -8,6 +8,12 @@ over which samples a metric is computed:
 - ``*_all``: every sample; an invalid or errored reply counts as wrong (a miss for its gold
   label in macro-F1, a false positive for no label);
 - ``*_valid``: only samples whose reply parsed to a label.
+
+The study's **headline** metric lives here too (:func:`headline`): every study's chosen numbers
+under plain names, computed by :meth:`med_evals.spec.Study.headline_values` (the spec's
+``compute``: for the label studies :func:`label_headline`, below), the function the report
+prints and ``med-evals regress`` gates; and :func:`metric_values`, a metric set over values
+read back from a log (the report's and the gate's full metric set).
 """
 
 from __future__ import annotations
@@ -15,14 +21,16 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-from inspect_ai.scorer import Metric, SampleScore, metric
+from inspect_ai.scorer import Metric, SampleScore, Score, metric
 from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
 
+from med_evals._compat import registry_unqualified_name
 from med_evals.scorers.labels import ERROR, INVALID
-from med_evals.scorers.score_table import rows_of, table_of
+from med_evals.scorers.score_table import code_of, code_table, rows_of, table_of
+from med_evals.spec import Study
 
 Value = Mapping[str, Any]
 
@@ -63,9 +71,9 @@ def encode(
     target-type checks on string arrays dominate); Inspect recomputes metrics while a run is
     in progress, so this matters on large runs.
     """
-    codes = {label: i for i, label in enumerate(labels)}
-    g = np.fromiter((codes.setdefault(x, len(codes)) for x in gold), dtype=np.int64)
-    p = np.fromiter((codes.setdefault(x, len(codes)) for x in pred), dtype=np.int64)
+    codes = code_table(labels)
+    g = np.fromiter((code_of(codes, x) for x in gold), dtype=np.int64)
+    p = np.fromiter((code_of(codes, x) for x in pred), dtype=np.int64)
     return g, p
 
 
@@ -313,3 +321,47 @@ def by_field(field: str, labels: list[str]) -> Metric:
         return per_condition(scores, fn, f"by_{field}")
 
     return compute
+
+
+# --- the headline metric, and a metric set over values read back --------------------
+
+
+@metric
+def headline(study: Study | str, label_set: str | None = None) -> Metric:
+    """The study's headline numbers (per condition when a run holds several).
+
+    Args:
+        study: The study's spec (logged as its task name; Inspect passes that name when it
+            recreates the metric from a log, e.g. ``inspect score``).
+        label_set: The label set in use where the study has several (MedEvidence ``labels``).
+    """
+    if isinstance(study, str):
+        study = Study.named(study)
+    args = {study.label_arg: label_set} if study.label_arg and label_set else {}
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        return per_condition(scores, lambda v: study.headline_values(v, args), "headline")
+
+    return compute
+
+
+def metric_values(
+    metrics: Sequence[Metric | dict[str, list[Metric]]], values: Mapping[str, Mapping[str, Any]]
+) -> dict[str, float]:
+    """``metrics`` computed over per-sample score values (sample id -> value), named as Inspect
+    names them in a log: a metric returning a dict gives one entry per key.
+
+    The report calls a scorer's full metric set through this, so it shows those numbers whether
+    the run logged them (``-T metrics=full``) or only its headline.
+    """
+    scores = [SampleScore(score=Score(value=dict(v)), sample_id=sid) for sid, v in values.items()]
+    out: dict[str, float] = {}
+    for m in metrics:
+        if not callable(m):
+            raise TypeError("metric_values: per-key metric dicts are not supported")
+        value = cast(Any, m)(scores)  # a Metric of SampleScores (ours all are)
+        if isinstance(value, Mapping):
+            out.update({str(k): float(v) for k, v in value.items() if v is not None})
+        elif isinstance(value, int | float):
+            out[registry_unqualified_name(m)] = float(value)
+    return out

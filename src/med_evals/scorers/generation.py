@@ -10,9 +10,12 @@ BERTScore (its encoder, configuration and cross-sample batching) is in
 from __future__ import annotations
 
 import functools
+import math
 import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
@@ -23,7 +26,7 @@ from med_evals.scorers.bertscore import (
     BertScoreBatcher,
     BertScoreConfig,
 )
-from med_evals.scorers.score_table import Table, mean_present, table_of
+from med_evals.scorers.score_table import Table, Value, rows_of, table_of
 from med_evals.scorers.values import GenerationScores, Mentions
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -79,6 +82,30 @@ NO_SCORES: GenerationScores = {
     "bertscore_precision": None,
     "bertscore_recall": None,
 }
+
+
+def mean_present(values: Sequence[Value], key: str) -> float:
+    """``float(np.mean(xs))`` over the values whose ``key`` is present (not None); NaN for none.
+
+    The one function behind the ROUGE-L and BERTScore means: the logged metric, the report's
+    cell and the gate's row (:func:`generation_means`).
+    """
+    table = rows_of(values).table
+    column = table.column(("get", key), lambda v: v.get(key))
+
+    def mean() -> float:
+        xs = [float(x) for x in column if x is not None]
+        return float(np.mean(xs)) if xs else math.nan
+
+    return table.memo(("mean", key), mean)  # type: ignore[no-any-return]
+
+
+def generation_means(values: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """The ROUGE-L and BERTScore means of ``values`` under their logged names (the metrics
+    :func:`rouge_l_mean` and :func:`bertscore_f1_mean`: the same function,
+    :func:`mean_present`): a study's ``means`` (MedREQAL's, HealthFC's spec)."""
+    rows = rows_of(values)
+    return {f"{key}_mean": mean_present(rows, key) for key in ("rouge_l", "bertscore_f1")}
 
 
 def _mean_of(key: str) -> Metric:

@@ -36,6 +36,7 @@ from med_evals.scorers.classification import (
     by_field,
     confusion_counts,
     confusion_of,
+    headline,
     label_counts,
     macro_f1_all,
     macro_f1_of,
@@ -43,7 +44,6 @@ from med_evals.scorers.classification import (
     per_condition,
     valid_rate,
 )
-from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.values import EffectValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR

@@ -22,7 +22,8 @@ a label. No reply (``None``, empty) is ``ERROR``; a reply with no label is ``INV
 The numbers (MedREQAL Tables 2 and 3) are below the parser: the label counts, the confusion
 cells and accuracy / macro-F1 per health category and strength (computed by
 :mod:`med_evals.scorers.classification`, the one place accuracy and macro-F1 are computed), the
-metric set (:func:`verdict_metrics`) and the generation means (:func:`generation_means`). Each
+metric set (:func:`verdict_metrics`; the generation means:
+:mod:`med_evals.scorers.generation`). Each
 metric reads ``Score.value`` (a dict with ``prediction``, ``target``, ``valid`` and, where the
 dataset has them, ``category`` and ``strength``), so it works unchanged after epoch reduction.
 Names say over which samples a metric is computed: ``*_all``, every sample, an invalid reply (or
@@ -47,6 +48,7 @@ from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_by_codes,
     accuracy_valid,
+    headline,
     macro_f1_all,
     macro_f1_by_codes,
     macro_f1_valid,
@@ -61,9 +63,8 @@ from med_evals.scorers.generation import (
     generation_counts,
     rouge_l_mean,
 )
-from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
-from med_evals.scorers.score_table import Table, mean_present, rows_of, table_of
+from med_evals.scorers.score_table import Table, rows_of, table_of
 from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.spec import Study
@@ -328,14 +329,6 @@ def verdict_metrics(
         generation_counts(),
         evidence_mention_counts(),
     ]
-
-
-def generation_means(values: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """The ROUGE-L and BERTScore means of ``values`` under their logged names (the metrics
-    :func:`~med_evals.scorers.generation.rouge_l_mean` and ``bertscore_f1_mean``: the same
-    function, :func:`~med_evals.scorers.score_table.mean_present`)."""
-    rows = rows_of(values)
-    return {f"{key}_mean": mean_present(rows, key) for key in ("rouge_l", "bertscore_f1")}
 
 
 @scorer(metrics=[accuracy_all(), macro_f1_all(list(VERDICT.labels)), valid_rate()])

@@ -47,14 +47,15 @@ from sklearn.metrics import confusion_matrix
 from med_evals.scorers.classification import (
     accuracy_codes,
     accuracy_valid,
+    encode,
     f1_per_label_codes,
+    headline,
     macro_f1_valid,
     macro_of,
     per_condition,
     valid_rate,
     valid_rate_of,
 )
-from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.score_table import rows_of, table_of
 from med_evals.scorers.values import OutcomeValue, score_value
@@ -156,12 +157,11 @@ def binary_estimates(
         cm = np.zeros((2, 2), dtype=int)
         acc = f1m = f1p = math.nan
     else:
-        # integer codes (0: labels[0], 1: labels[1], 2: anything else): the same values as on
-        # the strings, without scikit-learn's slow checks of string arrays
-        codes = {labels[0]: 0, labels[1]: 1}
-        t = np.fromiter((codes.get(x, 2) for x in y_true), dtype=np.int64, count=n)
-        p = np.fromiter((codes.get(x, 2) for x in y_pred), dtype=np.int64, count=n)
-        if (t == 2).any() or (p == 2).any():
+        # integer codes (0: labels[0], 1: labels[1], any other value 2 or more: the one label
+        # encoder, classification.encode): the same values as on the strings, without
+        # scikit-learn's slow checks of string arrays
+        t, p = encode(y_true, y_pred, labels[:2])
+        if (t >= 2).any() or (p >= 2).any():
             raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
         cm = confusion_matrix(t, p, labels=[0, 1])
         # accuracy and macro-F1 as every study's (:mod:`~med_evals.scorers.classification`);

@@ -19,7 +19,6 @@ anything else is a ``ValueError`` naming the value.
 
 from __future__ import annotations
 
-import math
 import operator
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
@@ -32,6 +31,19 @@ Value = Mapping[str, Any]
 
 #: tables kept (each holds its scores): one per scorer of the runs in progress is enough
 MAX_TABLES = 8
+
+
+def code_table(labels: Sequence[Any] = ()) -> dict[Any, int]:
+    """A label code table: ``labels`` are 0..k-1 (:func:`code_of` adds any other value)."""
+    return {x: i for i, x in enumerate(labels)}
+
+
+def code_of(table: dict[Any, int], value: Any) -> int:
+    """``value``'s integer code in ``table``: a label's own, any other value its own code from
+    k on (added on first sight). The one label encoder: the cached columns' codes
+    (:meth:`Table.codes`) and :func:`med_evals.scorers.classification.encode` both code through
+    it, so scikit-learn sees the same integers either way."""
+    return table.setdefault(value, len(table))
 
 
 class Rows(list[Value]):
@@ -111,11 +123,10 @@ class Table:
         field coded with the same ``labels`` and ``as_str``, as ``encode`` codes gold and
         predictions together."""
         key = (tuple(labels), as_str)
-        table = self._codes.setdefault(key, {x: i for i, x in enumerate(labels)})
+        table = self._codes.setdefault(key, code_table(labels))
 
         def code(v: Value) -> int:
-            x = str(v[field]) if as_str else v[field]
-            return table.setdefault(x, len(table))
+            return code_of(table, str(v[field]) if as_str else v[field])
 
         column = self.column(("code", field, key), code)
         return self.memo(  # type: ignore[no-any-return]
@@ -200,19 +211,3 @@ def rows_of(values: Sequence[Value]) -> Rows:
     if isinstance(values, Rows):
         return values
     return Table.of_values(values).rows()
-
-
-def mean_present(values: Sequence[Value], key: str) -> float:
-    """``float(np.mean(xs))`` over the values whose ``key`` is present (not None); NaN for none.
-
-    The one function behind the ROUGE-L and BERTScore means: the logged metric, the report's
-    cell and the gate's row.
-    """
-    table = rows_of(values).table
-    column = table.column(("get", key), lambda v: v.get(key))
-
-    def mean() -> float:
-        xs = [float(x) for x in column if x is not None]
-        return float(np.mean(xs)) if xs else math.nan
-
-    return table.memo(("mean", key), mean)  # type: ignore[no-any-return]

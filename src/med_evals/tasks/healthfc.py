@@ -24,10 +24,10 @@ from med_evals.params import Flag, check_params
 from med_evals.reference_text import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
+from med_evals.scorers.generation import generation_means
 from med_evals.scorers.medreqal import (
     LABEL_CODES,
     VERDICT,
-    generation_means,
     parse_verdict,
     verdict,
     verdict_metrics,
@@ -138,14 +138,19 @@ def healthfc(
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     rows = enumerate(df.to_dict("records"))
     samples = [record_to_sample(row, i, evidence) for i, row in rows]
+    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
     return verdict_task(
         SPEC,
         samples,
         path,
+        # the study's scorer and its metric set (the route to its numbers: CONTRIBUTING.md)
+        label_scorer=SPEC.make_scorer(
+            full=metrics == "full", scorer_args=bert_cfg.scorer_args(generation_scoring, bertscore)
+        ),
         prompt=prompt,
         evidence=evidence,
         generation_scoring=generation_scoring,
-        bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
+        bert_cfg=bert_cfg,
         bertscore=bertscore,
         judge=judge,
         subset=subset,

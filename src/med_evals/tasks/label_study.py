@@ -41,13 +41,13 @@ from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
     confusion_counts,
+    headline,
     label_counts,
     label_headline,
     macro_f1_all,
     macro_f1_valid,
     valid_rate,
 )
-from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers.generate import GENERATE_ERROR, generate_or_record_error
@@ -105,9 +105,9 @@ def label_value(reply: str | None, target: str, label_set: LabelSet, condition: 
 
 def label_metrics(study: Study, full: bool = False, label_set: str | None = None,
                   **_: Any) -> list[Metric | dict[str, list[Metric]]]:
-    """The headline (:func:`~med_evals.scorers.headline.headline`), then with ``full`` accuracy
-    and macro-F1 over all samples and over valid ones, the valid rate, the predicted-label
-    counts and the confusion cells."""
+    """The headline (:func:`~med_evals.scorers.classification.headline`), then with ``full``
+    accuracy and macro-F1 over all samples and over valid ones, the valid rate, the
+    predicted-label counts and the confusion cells."""
     labels = list(study.labels())
     out: list[Metric | dict[str, list[Metric]]] = [headline(study)]
     if full:

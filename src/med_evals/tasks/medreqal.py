@@ -40,11 +40,11 @@ from med_evals.params import (
 from med_evals.reference_text import REFERENCE, reference_record, reference_text
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
+from med_evals.scorers.generation import generation_means
 from med_evals.scorers.judges import JUDGE_VERSION, conclusion_agreement, jury_models
 from med_evals.scorers.medreqal import (
     LABEL_CODES,
     VERDICT,
-    generation_means,
     normalise_label,
     parse_verdict,
     verdict,
@@ -110,41 +110,12 @@ def apply_subset(task: str, samples: list[Sample], subset: str | None) -> list[S
     return [by_id[k] for k in keep]
 
 
-def scorers(
-    study: Study,
-    generation_scoring: bool,
-    bertscore: BertScoreConfig,
-    use_bertscore: bool = True,
-    judge: bool = False,
-    metrics: str = "full",
-) -> list[Scorer]:
-    """The study's verdict scorer (label; ROUGE-L/BERTScore against the sample's reference
-    record unless ``generation_scoring`` is off; evidence mentions) with the ``metrics`` set,
-    then optionally the LLM judge of agreement with the reference (``--model-role grader=...``,
-    and ``grader_2=...``, ... for a jury).
-    """
-    label_scorer = study.make_scorer(
-        full=metrics == "full",
-        scorer_args={
-            "reference_key": REFERENCE if generation_scoring else None,
-            "bertscore_model": bertscore.model,
-            "bertscore_layers": bertscore.num_layers,
-            "bertscore_rescale": bertscore.rescale_with_baseline,
-            "bertscore_batch_size": bertscore.batch_size,
-            "bertscore": use_bertscore,
-        },
-    )
-    out = [label_scorer]
-    if judge:
-        out.append(conclusion_agreement(reference_field=REFERENCE))
-    return out
-
-
 def verdict_task(
     study: Study,
     samples: list[Sample],
     path: Path,
     *,
+    label_scorer: Scorer,
     prompt: str,
     evidence: bool = False,
     generation_scoring: bool,
@@ -168,7 +139,10 @@ def verdict_task(
     return Task(
         dataset=MemoryDataset(prompted, name=study.task, location=str(path)),
         solver=generate_or_record_error(),
-        scorer=scorers(study, generation_scoring, bert_cfg, bertscore, judge, metrics),
+        # the study's scorer, built by its @task (SPEC.make_scorer: its metric set), then the
+        # judge of agreement with the reference (--model-role grader=..., grader_2=...)
+        scorer=[label_scorer,
+                *([conclusion_agreement(reference_field=REFERENCE)] if judge else [])],
         config=PAPER_CONFIG,
         epochs=Epochs(epochs, majority_label()),
         version=study.version,
@@ -374,13 +348,18 @@ def medreqal(
         df = published_after_rows(df, published_after, path)
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
+    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
     return verdict_task(
         SPEC,
         samples,
         path,
+        # the study's scorer and its metric set (the route to its numbers: CONTRIBUTING.md)
+        label_scorer=SPEC.make_scorer(
+            full=metrics == "full", scorer_args=bert_cfg.scorer_args(generation_scoring, bertscore)
+        ),
         prompt=prompt,
         generation_scoring=generation_scoring,
-        bert_cfg=BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale),
+        bert_cfg=bert_cfg,
         bertscore=bertscore,
         judge=judge,
         subset=subset,
