@@ -211,6 +211,35 @@ def _price_notes(prices: dict, models: list[str]) -> None:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
 
 
+def _studies(args: argparse.Namespace) -> int:
+    """Each study's conditions, headline numbers and metric sets, from the registry."""
+    import json
+
+    from med_evals.exit_codes import CommandError
+    from med_evals.studies import catalogue
+
+    names = args.tasks or list(STUDIES)
+    unknown = [n for n in names if n not in STUDIES]
+    if unknown:
+        raise CommandError(f"{unknown[0]}: not a study (studies: {', '.join(STUDIES)})")
+    found = [catalogue(STUDIES[n]) for n in names]
+    if args.json:
+        print(json.dumps(found, indent=1))
+        return 0
+    for c in found:
+        print(f"{c['task']}: {c['title']}, version {c['version']}")
+        if c["conditions"]:
+            print(f"  conditions: {', '.join(c['conditions'])}")
+        for h in c["headline"]:
+            whose = "paper" if h["source"] == "paper" else f"ours: {h.get('why') or 'ours'}"
+            print(f"  headline {h['name']}: {h['display']} over {h['over']} ({whose})")
+        for name, s in c["label sets"].items():
+            print(f"  label set {name}: {', '.join(s['labels'])}")
+            print(f"    -T metrics=headline logs: {', '.join(s['headline metrics'])}")
+            print(f"    -T metrics=full logs:     {', '.join(s['full metrics'])}")
+    return 0
+
+
 def _subset_make(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
     from med_evals.outputs import check_folder
@@ -286,7 +315,7 @@ PRICES_HELP = (
 #: ``med-evals --help`` lists the commands in these groups, in this order (a command missing
 #: here is listed under "other", so none is ever hidden: tests/test_cli.py)
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "evaluation": ("compare", "report", "flip-rate"),
+    "evaluation": ("compare", "report", "flip-rate", "studies"),
     "comparison and gating": ("diff", "baseline", "regress"),
     "data tools": ("subset", "fetch", "build", "score-recorded", "recorded-to-replay",
                    "export-counterfactuals"),
@@ -471,6 +500,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     p.set_defaults(func=_regress)
+
+    p = sub.add_parser(
+        "studies",
+        help="each study's conditions, headline numbers and metric sets (from the registry)",
+    )
+    p.add_argument("tasks", nargs="*", help="studies to show (default: all)")
+    p.add_argument("--json", action="store_true", help="print one JSON list instead")
+    p.set_defaults(func=_studies)
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
     subsub = p.add_subparsers(dest="subset_command", required=True)

@@ -100,6 +100,35 @@ def fingerprints() -> dict[str, str]:
     return {name: fingerprint(s) for name, s in STUDIES.items()}
 
 
+def catalogue(study: Study) -> dict[str, Any]:
+    """What a study is, from its registered spec (``med-evals studies`` prints it; the README and
+    docs name conditions and headline numbers that tests/test_docs.py checks against it): its
+    conditions, label sets, headline numbers (what each is over, the paper's or ours) and the
+    metrics of each metric set by their registry names."""
+    from med_evals._compat import registry_unqualified_name
+
+    sets: dict[str, Any] = {}
+    for name in study.label_sets:
+        args = {study.label_arg: name} if study.label_arg else {}
+        sets[name] = {
+            "labels": list(study.label_sets[name].labels),
+            "headline metrics": [registry_unqualified_name(m)
+                                 for m in study.metric_set(False, args)],
+            "full metrics": [registry_unqualified_name(m) for m in study.metric_set(True, args)],
+        }
+    return {
+        "task": study.task,
+        "title": study.title,
+        "version": study.version,
+        "conditions": list(study.conditions),
+        "headline": [{"name": h.name, "display": h.display, "over": h.over,
+                      "source": h.source, **({"why": h.why} if h.why else {})}
+                     for h in study.headline],
+        "label sets": sets,
+        "datasets": list(study.datasets),
+    }
+
+
 if __name__ == "__main__":  # print the current fingerprints, to record beside a bumped version
     for name, fp in fingerprints().items():
         recorded = STUDIES[name].fingerprint_recorded

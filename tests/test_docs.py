@@ -1,0 +1,52 @@
+"""What the README and the docs say of each study is what its registered spec says (issue 37):
+conditions and headline numbers are written in code once; a doc that drifts fails here.
+``med-evals studies`` prints the rest (each metric set) from the registry."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+from med_evals.cli import main
+from med_evals.studies import STUDIES, catalogue
+from med_evals.tasks import healthfc, medevidence, medreqal, oncology_rct
+
+ROOT = Path(__file__).resolve().parents[1]
+TASKS = {"oncology_rct": oncology_rct.oncology_rct, "medevidence": medevidence.medevidence,
+         "medreqal": medreqal.medreqal, "healthfc": healthfc.healthfc}
+#: the doc of each study (HealthFC's is MedREQAL's)
+DOCS = {"oncology_rct": "oncology_rct.md", "medevidence": "medevidence.md",
+        "medreqal": "medreqal.md", "healthfc": "medreqal.md"}
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_condition_is_in_the_readme_the_docs_and_the_task_docstring(name):
+    texts = {"README.md": (ROOT / "README.md").read_text(encoding="utf-8"),
+             DOCS[name]: (ROOT / "docs" / DOCS[name]).read_text(encoding="utf-8"),
+             "the @task docstring": inspect.getdoc(TASKS[name]) or ""}
+    for condition in STUDIES[name].conditions:
+        for where, text in texts.items():
+            assert f"{condition}" in text, f"{name}: condition {condition} not in {where}"
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_headline_number_is_defined_in_numbers_md(name):
+    text = (ROOT / "docs" / "numbers.md").read_text(encoding="utf-8")
+    for h in STUDIES[name].headline:
+        assert f"`{h.name}`" in text, f"{name}: headline {h.name} not in docs/numbers.md"
+
+
+def test_the_studies_command_prints_the_registry(capsys):
+    assert main(["studies", "--json"]) == 0
+    import json
+
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == [catalogue(s) for s in STUDIES.values()]
+    assert main(["studies", "medreqal"]) == 0
+    out = capsys.readouterr().out
+    assert "headline accuracy_all: Accuracy over all samples (no label = wrong) (ours: our " \
+           "choice of denominator)" in out
+    assert main(["studies", "medreqall"]) == 2
+    assert "medreqall: not a study" in capsys.readouterr().err
