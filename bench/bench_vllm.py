@@ -11,7 +11,13 @@ real CSV (``--data-file ../shared/datasets/medreqal/MedREQAL.csv``), against ``v
   passing each ``-M key=value`` as ``--key value`` (``-M tensor_parallel_size=2`` ->
   ``--tensor-parallel-size 2``; ``-M devices=0,1`` sets ``CUDA_VISIBLE_DEVICES`` and the tensor
   parallel size to the number of devices: ``inspect_ai/model/_providers/vllm.py``,
-  ``_util/local_server.py``).
+  ``_util/local_server.py``). **Bound to 127.0.0.1** unless ``-M host=...`` says otherwise:
+  Inspect's own default is ``0.0.0.0`` (every interface: the server, and its API key in the
+  process list, open to the network), which this script never takes silently.
+
+``--max-connections`` defaults to 256: vLLM batches the requests in flight (its
+``max-num-seqs`` is 256 by default), and Inspect's default (adaptive, 10 to 100, or the vllm
+provider's 10) leaves most of a GPU's batch empty: docs/models.md.
 
 A warm-up run (``--warmup`` samples, default 16) starts the server and fills its caches; the
 timed run follows. The figures come from the timed run's log: samples/s and output tokens/s over
@@ -50,6 +56,33 @@ from synthetic import medreqal_csv  # noqa: E402
 
 #: MedREQAL's questions (the paper's count; the synthetic file has as many)
 FULL = 2786
+#: where Inspect's vllm provider binds a server it starts, unless -M host=... says otherwise
+LOCAL_HOST = "127.0.0.1"
+#: what docs/models.md expects of one GPU with a 7-8B model in bf16 at 256 requests in flight
+#: (on paper, from published benchmarks: not measured here): GPU name -> (output tokens/s,
+#: samples/s) ranges
+EXPECTED = {
+    "H200": ((3300, 9000), (15, 90)),
+    "H100": ((3000, 8100), (14, 80)),
+}
+
+
+def expected(gpu: str) -> str:
+    """docs/models.md's expected figures for the GPU ``nvidia-smi`` names, or why none."""
+    for name, ((t0, t1), (s0, s1)) in EXPECTED.items():
+        if name in gpu:
+            return (f"expected on one {name} (docs/models.md, on paper): {t0:,}-{t1:,} output "
+                    f"tokens/s, {s0}-{s1} samples/s")
+    return "no expected figure for this GPU in docs/models.md"
+
+
+def server_args(items: list[str], started_here: bool) -> dict[str, Any]:
+    """The ``-M`` arguments, with ``host`` 127.0.0.1 when Inspect starts the server here and
+    ``-M host=`` does not say otherwise (:data:`LOCAL_HOST`)."""
+    args = model_args(items)
+    if started_here:
+        args.setdefault("host", LOCAL_HOST)
+    return args
 
 
 def model_args(items: list[str]) -> dict[str, Any]:
@@ -111,11 +144,12 @@ def gpus() -> str:
 
 
 def run(args: argparse.Namespace, data_file: Path, limit: int | None, log_dir: Path) -> EvalLog:
+    started_here = not (args.base_url or os.environ.get("VLLM_BASE_URL"))
     (log,) = inspect_eval(
         medreqal(data_file=str(data_file), bertscore=args.bertscore),
         model=f"vllm/{args.model}",
         model_base_url=args.base_url,
-        model_args=model_args(args.M),
+        model_args=server_args(args.M, started_here),
         max_connections=args.max_connections,
         limit=limit,
         log_dir=str(log_dir),
@@ -165,9 +199,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if args.M:
             where += f" (its own flags apply; -M {' '.join(args.M)} not passed to it)"
     else:
-        where = f"vllm serve {args.model} started here, server args {model_args(args.M) or '{}'}"
+        where = f"vllm serve {args.model} started here, server args {server_args(args.M, True)}"
+    gpu = gpus()
     print(f"model vllm/{args.model}; {where}", flush=True)
-    print(f"data {data_file}; max connections {args.max_connections}; GPUs: {gpus()}", flush=True)
+    print(f"data {data_file}; max connections {args.max_connections}; GPUs: {gpu}", flush=True)
 
     if args.warmup:
         start = time.perf_counter()
@@ -185,12 +220,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "max_connections": args.max_connections,
         "model_args": model_args(args.M),
         "server": server or "started here",
+        "expected": expected(gpu),
     }
     print(
         f"samples: {out['samples']} ({out['failed_samples']} failed) in {out['span_s']:.1f} s "
         f"from first start to last end; wall {out['wall_s']:.1f} s"
     )
     print(f"samples/s: {out['samples_per_s']:.2f}")
+    print(out["expected"])
     print(
         f"output tokens/s: {out['output_tokens_per_s']:.1f} ({out['output_tokens']} output "
         f"tokens, {out['output_tokens_per_sample']:.1f} per sample; {out['input_tokens']} input)"

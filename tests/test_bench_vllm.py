@@ -93,3 +93,33 @@ def test_inspect_passes_tensor_parallel_size_to_vllm_serve():
     assert args == {"tensor_parallel_size": 2} and env == {"CUDA_VISIBLE_DEVICES": "0,1"}
     args, _ = configure_devices({"devices": "0,1", "tensor_parallel_size": 1})
     assert args["tensor_parallel_size"] == 1  # an explicit size wins
+
+
+@pytest.mark.slow
+def test_a_server_inspect_starts_is_bound_to_loopback(tmp_path, capsys):
+    """Inspect's vllm provider binds a server it starts to 0.0.0.0 by default; the bench passes
+    ``-M host=127.0.0.1`` unless told otherwise. The stand-in ``vllm`` records the command line
+    Inspect ran (tests/support/fake_vllm.py): it carries ``--host 127.0.0.1``."""
+    from .support.fake_vllm import fake_vllm
+
+    bench = load_bench()
+    name = "Qwen/Qwen2.5-7B-Instruct-local"
+    with fake_vllm(tmp_path) as argv_file:
+        result = bench.main(["--model", name, "--limit", "3", "--warmup", "0",
+                             "--max-connections", "4", "--log-dir", str(tmp_path / "logs")])
+        [argv] = [json.loads(line) for line in argv_file.read_text().splitlines()]
+    assert argv[:2] == ["serve", name]
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert result["samples"] == 3 and result["server"] == "started here"
+    printed = capsys.readouterr().out
+    assert "server args {'host': '127.0.0.1'}" in printed
+    assert "no expected figure for this GPU in docs/models.md" in printed  # no GPU here
+
+
+def test_expected_figures_name_the_gpu():
+    bench = load_bench()
+    assert bench.expected("NVIDIA H200, 143771 MiB") == (
+        "expected on one H200 (docs/models.md, on paper): 3,300-9,000 output tokens/s, "
+        "15-90 samples/s")
+    assert bench.server_args(["host=0.0.0.0"], True) == {"host": "0.0.0.0"}  # said otherwise
+    assert bench.server_args([], False) == {}  # a running server: its own flags

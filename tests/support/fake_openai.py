@@ -113,6 +113,7 @@ class FakeOpenAIServer:
         hang_seconds: float = 30.0,
         seed: int = 0,
         port: int = 0,
+        host: str = "127.0.0.1",
         model: str = "fake-model",
         error_code: int | None = None,
         fail: Fail | None = None,
@@ -253,7 +254,8 @@ class FakeOpenAIServer:
                 else:
                     self._send(200, server._chat(body, text))
 
-        self._httpd = _Listening(("127.0.0.1", port), Handler)
+        self.host = host
+        self._httpd = _Listening((host, port), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -526,7 +528,8 @@ class FakeOpenAIServer:
     @property
     def url(self) -> str:
         """The server root (Anthropic's base URL)."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        shown = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{shown}:{self._httpd.server_address[1]}"
 
     @property
     def base_url(self) -> str:
