@@ -149,6 +149,18 @@ def test_evidence_option_puts_top_sentences_in_the_prompt(tmp_path: Path) -> Non
     )
 
 
+def test_abstention_in_the_full_metric_set(tmp_path: Path) -> None:
+    m = metrics_of(run(tmp_path, False, REPLIES, [], generation_scoring=False))
+    # gold N S R N R S, predicted N S S INVALID R N: committed S, S, R (2 right)
+    assert m["coverage"] == pytest.approx(3 / 6)
+    assert m["selective_accuracy"] == pytest.approx(2 / 3)
+    # gold NEI: green tea (NEI) and cranberry (INVALID: no abstention)
+    assert m["abstention_recall"] == pytest.approx(1 / 2)
+    # gold S or R: physiotherapy answered NEI
+    assert m["over_abstention"] == pytest.approx(1 / 4)
+    assert (m["n_committed"], m["n_abstained"]) == (3, 2)
+
+
 @pytest.mark.skipif(
     not (SHARED / "healthfc" / "Datensatz.csv").is_file(), reason="no shared HealthFC copy"
 )

@@ -247,6 +247,11 @@ def test_end_to_end_classification_metrics(chat_run) -> None:
         "predicted_invalid": 2,
         "predicted_error": 1,
     }
+    # abstention: committed S/R replies 5 (3 right); gold NEI 5, answered NEI 3; gold S or R 7,
+    # answered NEI 1
+    assert (m["coverage"], m["selective_accuracy"]) == (pytest.approx(5 / 12), pytest.approx(3 / 5))
+    assert m["abstention_recall"] == pytest.approx(3 / 5)
+    assert m["over_abstention"] == pytest.approx(1 / 7)
     cm = {k: v for k, v in m.items() if k.startswith("gold_") and v}
     assert cm == {
         "gold_supported_pred_supported": 2,

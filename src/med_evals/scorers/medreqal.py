@@ -43,6 +43,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 
 from med_evals.reference_text import REFERENCE, reference_fields
+from med_evals.scorers.abstention import abstention
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_by_codes,
@@ -74,6 +75,10 @@ NEI = "NOT ENOUGH INFORMATION"
 
 #: MedREQAL and HealthFC: the order is the one used for confusion matrices and macro-F1.
 VERDICT = LabelSet("verdict", (SUPPORTED, REFUTED, NEI))
+
+#: The abstention among the labels (:mod:`med_evals.scorers.abstention`): NOT ENOUGH INFORMATION
+#: declines to say whether the research supports or refutes the claim.
+ABSTAINING = (NEI,)
 
 #: The datasets' integer codes (MedREQAL ``label`` and HealthFC ``label``).
 LABEL_CODES = {"0": SUPPORTED, "1": NEI, "2": REFUTED}
@@ -309,14 +314,15 @@ def verdict_metrics(
     study: Study, full: bool = True, label_set: str | None = None
 ) -> list[Metric | dict[str, list[Metric]]]:
     """The verdict scorer's metrics: ``study``'s headline and the generation means (Table 2's
-    numbers), then (``full``) the numbers over valid replies, counts, confusion cells, strata,
-    generation counts and evidence mentions."""
+    numbers), then (``full``) the numbers over valid replies, abstention (NOT ENOUGH
+    INFORMATION), counts, confusion cells, strata, generation counts and evidence mentions."""
     if not full:
         return [headline(study), rouge_l_mean(), bertscore_f1_mean()]
     return [
         headline(study),
         accuracy_valid(),
         macro_f1_valid([SUPPORTED, REFUTED, NEI]),
+        abstention(list(VERDICT.labels), list(study.abstaining_of(label_set))),
         predicted_label_counts(),
         confusion_matrix(),
         accuracy_by_category(),

@@ -25,6 +25,7 @@ from med_evals.reference_text import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medreqal import (
+    ABSTAINING,
     LABEL_CODES,
     VERDICT,
     generation_means,
@@ -164,12 +165,13 @@ def healthfc(
 SPEC = Study(
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
-    version="2.0.0",
-    fingerprint_recorded="61822ba981f1c48d",
+    version="2.1.0",
+    fingerprint_recorded="1aba1703396348cc",
     # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
     scorer=verdict,
     metrics=verdict_metrics,
     label_sets={"verdict": VERDICT},
+    abstaining={"verdict": ABSTAINING},
     parser=parse_verdict,
     headline=VERDICT_HEADLINE,
     # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate

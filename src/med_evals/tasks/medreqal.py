@@ -42,6 +42,7 @@ from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.judges import JUDGE_VERSION, conclusion_agreement, jury_models
 from med_evals.scorers.medreqal import (
+    ABSTAINING,
     LABEL_CODES,
     VERDICT,
     generation_means,
@@ -399,12 +400,13 @@ def medreqal(
 SPEC = Study(
     task="medreqal",
     title="MedREQAL (Vladika et al. 2024)",
-    version="2.0.0",
-    fingerprint_recorded="b4406143d14b4f3f",
+    version="2.1.0",
+    fingerprint_recorded="967760196c8a40a4",
     # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
     scorer=verdict,
     metrics=verdict_metrics,
     label_sets={"verdict": VERDICT},
+    abstaining={"verdict": ABSTAINING},
     parser=parse_verdict,
     headline=VERDICT_HEADLINE,
     # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
