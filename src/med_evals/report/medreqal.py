@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from med_evals.report import figures
+from med_evals.report.abstention import METRIC as ABSTENTION
+from med_evals.report.abstention import abstention_table
 from med_evals.report.context import Context
 from med_evals.report.document import is_missing
 from med_evals.report.tables import (
@@ -36,6 +38,7 @@ PAPER_SCALE = ("roberta-large", (None, 17), False)
 #: those left out (and why)
 SHOWN = (
     "headline",
+    ABSTENTION,
     "predicted_label_counts",
     "rouge_l_mean",
     "bertscore_f1_mean",
@@ -71,6 +74,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     doc = ctx.doc
     doc.h2(study.title)
     rows = headline_block(ctx, study, groups)
+    abstention_table(doc, study, groups)
     head = {r.label: r.values for r in rows}
     labels = study.labels()
     t2, t3, t5, gold = [], [], [], {}
