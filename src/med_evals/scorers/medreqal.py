@@ -51,6 +51,7 @@ from med_evals.scorers.classification import (
     macro_f1_all,
     macro_f1_by_codes,
     macro_f1_valid,
+    per_condition,
     valid_rate,
 )
 from med_evals.scorers.generation import (
@@ -64,7 +65,7 @@ from med_evals.scorers.generation import (
 )
 from med_evals.scorers.headline import headline
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
-from med_evals.scorers.score_table import Table, mean_present, rows_of, table_of
+from med_evals.scorers.score_table import Table, mean_present, rows_of
 from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.spec import Study
@@ -217,11 +218,14 @@ def predicted_label_counts() -> Metric:
     count).
     """
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        table = table_of(scores)
+    def count(rows: list[Any]) -> dict[str, int]:
+        table = rows_of(rows).table
         pred = _table_pairs(table)[1]
         counts = table.memo("predicted_counts", lambda: Counter(pred))
         return {f"predicted_{key}": counts.get(label, 0) for label, key in _KEY.items()}
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        return per_condition(scores, count, "predicted_label_counts")
 
     return compute
 
@@ -233,13 +237,16 @@ def confusion_matrix() -> Metric:
     Columns include ``invalid`` and ``error``, so every sample is counted once.
     """
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        counts = Counter(zip(*_table_pairs(table_of(scores)), strict=True))
+    def cells(rows: list[Any]) -> dict[str, int]:
+        counts = Counter(zip(*_table_pairs(rows_of(rows).table), strict=True))
         return {
             f"gold_{_KEY[g]}_pred_{_KEY[p]}": counts.get((g, p), 0)
             for g in VERDICT.labels
             for p in _KEY
         }
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        return per_condition(scores, cells, "confusion_matrix")
 
     return compute
 
@@ -279,9 +286,12 @@ _BY_CODES: dict[str, Callable[..., dict[str, float]]] = {
 def _by_group(key: str, kind: str) -> Metric:
     """Per value of ``key``: ``{kind}_{key}_{slug(value)}`` (Inspect flattens metric dicts)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        values = by_group(table_of(scores).rows(), key, kind)
+    def groups(rows: list[Any]) -> dict[str, float]:
+        values = by_group(rows, key, kind)
         return {f"{kind}_{key}_{slug(g)}": values[g] for g in sorted(values)}
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        return per_condition(scores, groups, f"{kind}_by_{key}")
 
     return compute
 
@@ -360,6 +370,8 @@ def verdict(
     ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample's
     reference record (under ``reference_key``, default ``reference``;
     :mod:`med_evals.reference_text`) has them, ``category`` and ``strength``.
+    In a run of several prompt variants the value also holds the sample's ``condition`` (its
+    variant), and every metric of the set is computed per condition.
     ``answer`` is the parsed label; ``explanation`` the reply.
     With ``reference_key`` the value also holds the :func:`~med_evals.scorers.generation.generation`
     scores of the reply against that metadata field (``rouge_l``, ``bertscore_f1``,
@@ -400,6 +412,8 @@ def verdict(
         value = verdict_value(
             reply, target, reference_fields(state.metadata, reference_key or REFERENCE)
         )
+        if state.metadata.get("condition"):  # a run of several prompt variants
+            value["condition"] = str(state.metadata["condition"])
         prediction = value["prediction"]
         # constant settings (parser, encoder) are in the task's metadata, not on every sample
         metadata = None

@@ -35,6 +35,7 @@ from med_evals.scorers.medreqal import (
 )
 from med_evals.spec import Study
 from med_evals.tasks.medreqal import (
+    VERDICT_CONDITIONS,
     VERDICT_HEADLINE,
     VERDICT_PROBE,
     verdict_params,
@@ -112,7 +113,8 @@ def healthfc(
     """HealthFC with MedREQAL's prompts, parser and metrics.
 
     Args:
-        prompt: ``chat`` (default), ``mistral`` or ``alpaca``: MedREQAL's Table 7 prompts.
+        prompt: ``chat`` (default), ``mistral`` or ``alpaca``: MedREQAL's Table 7 prompts;
+            ``all`` or a comma-separated list: each claim under each (as ``medreqal``).
         evidence: Add the claim's top evidence sentences (``en_top_sentences``) after the
             question as ``EVIDENCE: ...`` (default False: zero-shot, knowledge recall).
         data_dir: Folder holding ``healthfc/Datensatz.csv`` (or ``Datensatz.csv``); default
@@ -172,6 +174,7 @@ SPEC = Study(
     metrics=verdict_metrics,
     label_sets={"verdict": VERDICT},
     abstaining={"verdict": ABSTAINING},
+    conditions=VERDICT_CONDITIONS,
     parser=parse_verdict,
     headline=VERDICT_HEADLINE,
     # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
