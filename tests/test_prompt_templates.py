@@ -157,12 +157,12 @@ def test_the_template_is_part_of_the_setup(logs):
 @pytest.mark.slow
 def test_a_baseline_of_all_templates_gates_each_template(logs):
     baseline = make_baseline([logs["b"]])
-    rows, notes = regress(baseline, [logs["b"]], n_boot=200)
+    rows, notes = regress(baseline, [logs["b"]], n_boot=50)
     gated = {r.metric: r.verdict for r in rows if r.test.startswith("headline")}
     assert set(gated) == {f"{t}/{h}" for t in ("chat", "mistral", "alpaca")
                           for h in ("accuracy_all", "macro_f1_all", "valid_rate")}
     assert set(gated.values()) == {"ok"} and notes == []
-    rows, _ = regress(baseline, [logs["b_worse"]], n_boot=200)
+    rows, _ = regress(baseline, [logs["b_worse"]], n_boot=50)
     verdicts = {r.metric: r.verdict for r in rows}
     assert verdicts["alpaca/accuracy_all"] == "REGRESSION"
     assert verdicts["chat/accuracy_all"] == verdicts["mistral/accuracy_all"] == "ok"
