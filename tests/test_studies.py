@@ -105,7 +105,11 @@ def test_conditions_come_from_the_task_modules():
 
     assert ONCOLOGY_RCT.conditions == tuple(CONDITIONS)
     assert MEDEVIDENCE.conditions == ("closed_book", "evidence")
-    assert MEDREQAL.conditions == ()
+    from med_evals.solvers.medreqal import PROMPTS
+
+    # MedREQAL's and HealthFC's conditions: the prompt templates of a run of several
+    assert MEDREQAL.conditions == HEALTHFC.conditions == tuple(PROMPTS) == (
+        "chat", "mistral", "alpaca")
 
 
 #: the number each paper leads with: the oncology study summarises performance "using F1-score

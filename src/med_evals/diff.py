@@ -3,7 +3,8 @@
 For each condition both runs have (``--condition`` for one): McNemar's exact test on paired
 correctness with its discordant counts, the paired bootstrap difference A - B of each headline
 number (:meth:`Study.headline_values`, as the report's paired comparisons compute it), and the
-samples right only in A, right only in B and wrong in both (at most ``--limit`` of each). The
+samples right only in A, right only in B and wrong in both (at most ``--limit`` of each), and
+for a study with abstaining labels each side's abstention numbers on the paired samples. The
 samples are paired, judged and listed as the report's "where two runs differ" lists
 (:mod:`med_evals.report.differences`). ``--json`` prints one JSON object with the same numbers.
 Text from a log goes through :func:`med_evals.safe_text.terminal`.
@@ -36,6 +37,7 @@ from med_evals.report.build import N_BOOT
 from med_evals.run_labels import Group, check_comparable, run_labels
 from med_evals.runs import Run, load_selected, select_logs
 from med_evals.safe_text import terminal
+from med_evals.scorers.abstention import DISPLAY, RATES, abstention_of
 from med_evals.stats import bootstrap_difference
 
 
@@ -146,10 +148,32 @@ def _comparison(study: Any, d: Differences, limit: int, n_boot: int,
             "p_value": d.test["p_value"], "a_only": d.test["a_only"], "b_only": d.test["b_only"],
         },
         "headline": headline,
+        "abstention": _abstention(study, pair),
         "right_only_in_a": listed(d.a_only),
         "right_only_in_b": listed(d.b_only),
         "wrong_in_both": {**listed(d.both_wrong), "labels_differ": d.labels_differ},
     }
+
+
+def _abstention(study: Any, pair: Any) -> dict[str, Any] | None:
+    """Each side's abstention numbers (:func:`~med_evals.scorers.abstention.abstention_of`) on
+    the pair's samples; None for a study without abstaining labels."""
+    abstaining = study.abstaining_of(study.label_set_name(pair.a.task_args))
+    if not abstaining:
+        return None
+    labels = study.labels(pair.a.task_args)
+    sides = {side: abstention_of(values, labels, abstaining)
+             for side, values in (("a", pair.va), ("b", pair.vb))}
+    return {"abstaining": list(abstaining),
+            **{side: {k: _number(n[k]) for k in RATES} for side, n in sides.items()}}
+
+
+def _abstention_line(abstention: dict[str, Any]) -> str:
+    """``  abstention (NOT ENOUGH INFORMATION), A / B: coverage 0.500 / 0.750, ...``"""
+    numbers = ", ".join(
+        f"{DISPLAY[k]} {_fmt(abstention['a'][k], False)} / {_fmt(abstention['b'][k], False)}"
+        for k in RATES)
+    return f"  abstention ({_t(', '.join(abstention['abstaining']))}), A / B: {numbers}"
 
 
 # --- text ---------------------------------------------------------------------------------
@@ -208,6 +232,8 @@ def format_text(result: dict[str, Any]) -> str:
                             if h["lo"] is not None and h["hi"] is not None else "")
                 lines.append(f"    {h['display']}: {_fmt(h['difference'])}{interval}  "
                              f"[A {_fmt(h['a'], False)}, B {_fmt(h['b'], False)}]")
+        if c.get("abstention"):
+            lines.append(_abstention_line(c["abstention"]))
         lines += _rows_text("right only in A", c["right_only_in_a"], limit)
         lines += _rows_text("right only in B", c["right_only_in_b"], limit)
         both = c["wrong_in_both"]

@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from med_evals._compat import with_metrics
@@ -176,6 +176,10 @@ class Study:
     datasets: tuple[str, ...] = ()
     #: the papers' published tables (:mod:`med_evals.report.published`)
     reference_tables: tuple[str, ...] = ()
+    #: label set name -> the labels that are an abstention (the reply declines to commit: NOT
+    #: ENOUGH INFORMATION; MedEvidence's uncertain classes); none: the study has no abstention
+    #: (:mod:`med_evals.scorers.abstention`)
+    abstaining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @staticmethod
     def named(task: str) -> Study:
@@ -212,6 +216,12 @@ class Study:
 
     def labels(self, task_args: Mapping[str, Any] | None = None) -> tuple[str, ...]:
         return tuple(self.label_set(task_args).labels)
+
+    def abstaining_of(self, label_set: str | None = None) -> tuple[str, ...]:
+        """The labels of the label set named ``label_set`` (None: the first, the paper's) that
+        are an abstention; empty: the study has none (a run's label set:
+        ``abstaining_of(label_set_name(task_args))``)."""
+        return tuple(self.abstaining.get(label_set or next(iter(self.label_sets)), ()))
 
     def parse(self, reply: str | None, label_set: str | None = None) -> str:
         """A reply's label under ``label_set`` (the study's parser)."""

@@ -149,6 +149,33 @@ def test_evidence_option_puts_top_sentences_in_the_prompt(tmp_path: Path) -> Non
     )
 
 
+def test_all_templates_with_evidence(tmp_path: Path) -> None:
+    seen: list = []
+    log = run(tmp_path, True, REPLIES, seen, prompt="all", generation_scoring=False)
+    assert [s.id for s in log.samples][:3] == ["healthfc-1@alpaca", "healthfc-1@chat",
+                                               "healthfc-1@mistral"]  # the log sorts them
+    assert len(seen) == 18 and all("\nEVIDENCE: " in msgs[-1].text for msgs in seen)
+    m = metrics_of(log)
+    # the same replies under every template: the same numbers, one per template
+    for template in ("chat", "mistral", "alpaca"):
+        assert m[f"{template}/accuracy_all"] == pytest.approx(3 / 6)
+        assert m[f"{template}/coverage"] == pytest.approx(3 / 6)
+    assert "accuracy_all" not in m
+    assert log.eval.metadata["prompt"] == "chat,mistral,alpaca"
+
+
+def test_abstention_in_the_full_metric_set(tmp_path: Path) -> None:
+    m = metrics_of(run(tmp_path, False, REPLIES, [], generation_scoring=False))
+    # gold N S R N R S, predicted N S S INVALID R N: committed S, S, R (2 right)
+    assert m["coverage"] == pytest.approx(3 / 6)
+    assert m["selective_accuracy"] == pytest.approx(2 / 3)
+    # gold NEI: green tea (NEI) and cranberry (INVALID: no abstention)
+    assert m["abstention_recall"] == pytest.approx(1 / 2)
+    # gold S or R: physiotherapy answered NEI
+    assert m["over_abstention"] == pytest.approx(1 / 4)
+    assert (m["n_committed"], m["n_abstained"]) == (3, 2)
+
+
 @pytest.mark.skipif(
     not (SHARED / "healthfc" / "Datensatz.csv").is_file(), reason="no shared HealthFC copy"
 )

@@ -97,6 +97,11 @@ def test_three_way_metrics_follow_the_scheme(fixture_data, tmp_path):
         assert ("confusion_counts", "uncertain>uncertain") in m
         assert not any("no difference" in k for (_, k) in m)
         assert m[("accuracy_by_gold", "gold=uncertain/accuracy_all")] == 1.0
+        # every reply abstains (uncertain): nothing covered, every gold uncertain abstained on,
+        # and both answerable questions too
+        assert m[("abstention", "coverage")] == 0.0
+        assert m[("abstention", "abstention_recall")] == 1.0
+        assert m[("abstention", "over_abstention")] == 1.0
 
 
 def _answer_from_sources(text):
@@ -145,6 +150,12 @@ def test_end_to_end_metrics(fixture_data, tmp_path):
     assert m[("lenient_view", "evidence/accuracy_all_lenient")] == pytest.approx(4 / 5)
     assert m[("lenient_view", "evidence/valid_rate_lenient")] == pytest.approx(4 / 5)
     assert m[("confusion_lenient", "evidence/uncertain effect>uncertain effect_lenient")] == 1
+    # abstention (five classes: uncertain effect, insufficient data): the three valid replies
+    # are committed and right; both gold abstentions got invalid replies, not abstentions
+    assert m[("abstention", "evidence/coverage")] == pytest.approx(3 / 5)
+    assert m[("abstention", "evidence/selective_accuracy")] == 1.0
+    assert m[("abstention", "evidence/abstention_recall")] == 0.0
+    assert m[("abstention", "evidence/over_abstention")] == 0.0
     # closed book: every reply invalid -> accuracy over all 0, over valid undefined
     assert m[("headline", "closed_book/accuracy_all")] == 0.0
     assert m[("label_counts", "closed_book/INVALID")] == 5

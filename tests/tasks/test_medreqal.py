@@ -247,6 +247,11 @@ def test_end_to_end_classification_metrics(chat_run) -> None:
         "predicted_invalid": 2,
         "predicted_error": 1,
     }
+    # abstention: committed S/R replies 5 (3 right); gold NEI 5, answered NEI 3; gold S or R 7,
+    # answered NEI 1
+    assert (m["coverage"], m["selective_accuracy"]) == (pytest.approx(5 / 12), pytest.approx(3 / 5))
+    assert m["abstention_recall"] == pytest.approx(3 / 5)
+    assert m["over_abstention"] == pytest.approx(1 / 7)
     cm = {k: v for k, v in m.items() if k.startswith("gold_") and v}
     assert cm == {
         "gold_supported_pred_supported": 2,
@@ -416,3 +421,72 @@ def test_agreement_judge_is_optional_beside_generation(tmp_path) -> None:
             display="none",
             log_dir=str(tmp_path),
         )
+
+
+# --- several prompt templates in one run (-T prompt=all) -----------------------------------
+
+
+def test_one_template_keeps_its_sample_ids_and_no_condition() -> None:
+    with pytest.warns(UserWarning):
+        task = medreqal(prompt="alpaca", data_file=str(FIXTURE), generation_scoring=False)
+    ids = [s.id for s in task.dataset]
+    assert ids == [f"medreqal-{i}" for i in range(1, 13)]
+    assert not any("condition" in s.metadata for s in task.dataset)
+    assert task.metadata["prompt"] == "alpaca"
+    assert task.metadata["prompt_models_in_paper"] == "ChatDoctor-7B, MedAlpaca-7B, PMC-LLaMa-13B"
+
+
+def test_all_templates_ask_every_question_under_each() -> None:
+    with pytest.warns(UserWarning):
+        task = medreqal(prompt="all", data_file=str(FIXTURE), generation_scoring=False)
+    samples = list(task.dataset)
+    assert len(samples) == 36
+    # question-major, each id unique in the run: the question's id and its template
+    assert [s.id for s in samples[:4]] == [
+        "medreqal-1@chat", "medreqal-1@mistral", "medreqal-1@alpaca", "medreqal-2@chat"]
+    assert [s.metadata["condition"] for s in samples[:3]] == ["chat", "mistral", "alpaca"]
+    chat, mistral, alpaca = samples[:3]
+    assert chat.input[0].role == "system" and len(chat.input) == 2
+    question = read_medreqal(FIXTURE)["question"][0]
+    assert mistral.input[0].text == verdict_prompts.render("mistral", question)[1]
+    assert alpaca.input[0].text.endswith("### Response:")
+    assert {s.target for s in samples[:3]} == {S}
+    assert task.metadata["prompt"] == "chat,mistral,alpaca"
+    assert set(task.metadata["prompt_models_in_paper"]) == {"chat", "mistral", "alpaca"}
+
+
+def test_a_list_of_templates_runs_those_in_the_papers_order() -> None:
+    with pytest.warns(UserWarning):
+        task = medreqal(prompt="alpaca,chat", data_file=str(FIXTURE), generation_scoring=False)
+    assert [s.id for s in list(task.dataset)[:2]] == ["medreqal-1@chat", "medreqal-1@alpaca"]
+    assert task.metadata["prompt"] == "chat,alpaca"
+    with pytest.raises(ValueError) as raised:
+        medreqal(prompt="chat,llama", data_file=str(FIXTURE))
+    assert str(raised.value) == ("medreqal: -T prompt=chat,llama: unknown prompt 'llama'; choose "
+                                 "from chat, mistral, alpaca (or a group: all)")
+
+
+def test_each_template_is_a_condition_of_every_metric(tmp_path) -> None:
+    def respond(input, tools, tool_choice, config):
+        # alpaca: the planned replies; chat: NOT ENOUGH INFORMATION to every question
+        text = input[-1].text
+        reply = reply_for(text) if text.endswith("### Response:") else f"LABEL: {N}"
+        out = ModelOutput.from_content("mockllm/model", reply)
+        out.usage = ModelUsage(input_tokens=5, output_tokens=5, total_tokens=10)
+        return out
+
+    with pytest.warns(UserWarning):
+        task = medreqal(prompt="chat,alpaca", data_file=str(FIXTURE), generation_scoring=False,
+                        metrics="full")
+    [log] = eval(task, model=get_model("mockllm/model", custom_outputs=respond),
+                 log_dir=str(tmp_path), display="none")
+    m = metrics_of(log)
+    assert {s.scores["verdict"].value["condition"] for s in log.samples} == {"chat", "alpaca"}
+    # chat: NEI to all (5 of 12 gold NEI); alpaca: the planned replies (6 of 12 right)
+    assert m["chat/accuracy_all"] == pytest.approx(5 / 12)
+    assert m["alpaca/accuracy_all"] == pytest.approx(6 / 12)
+    assert m["chat/predicted_nei"] == 12 and m["alpaca/predicted_nei"] == 4
+    assert m["chat/coverage"] == 0.0 and m["alpaca/coverage"] == pytest.approx(5 / 12)
+    assert m["chat/gold_nei_pred_nei"] == 5
+    assert "chat/rouge_l_mean" in m and "rouge_l_mean" not in m
+    assert m["alpaca/accuracy_strength_low"] == pytest.approx(3 / 4)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from med_evals.report import figures
+from med_evals.report.abstention import METRIC as ABSTENTION
+from med_evals.report.abstention import abstention_table
 from med_evals.report.context import Context
 from med_evals.report.tables import (
     headline_block,
@@ -35,7 +37,7 @@ def paper_scheme(study: Study, group: Group) -> bool:
 
 #: the metrics of the set this section shows itself; the others are shown by
 #: :func:`~med_evals.report.tables.metric_set_table` but those left out (and why)
-SHOWN = ("headline",)
+SHOWN = ("headline", ABSTENTION)
 LEFT_OUT = {
     "confusion_counts": "the confusion cells, 35 per condition, are in a -T metrics=full log",
     "confusion_lenient": "likewise for the lenient reading",
@@ -61,6 +63,7 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         "note",
     )
     rows = headline_block(ctx, study, groups)
+    abstention_table(doc, study, groups)
     conds = ordered_conditions(study, {r.condition for r in rows})
     head = {(r.label, r.condition): r.values for r in rows}
     nan = float("nan")

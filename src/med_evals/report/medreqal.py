@@ -1,5 +1,6 @@
 """The MedREQAL / HealthFC section: Tables 2, 3 and 5 beside the published ones, macro-F1 by
-category, paired comparisons.
+category, paired comparisons; for a run of several prompt templates (``-T prompt=all``) a row
+per template and the prompt spread (:mod:`med_evals.report.prompt_spread`).
 
 Accuracy and macro-F1 are the headline numbers (:meth:`Study.headline_values`); ROUGE-L and
 BERTScore are :meth:`Study.mean_values` (the logged means' function); counts are
@@ -15,15 +16,18 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from med_evals.report import figures
+from med_evals.report.abstention import METRIC as ABSTENTION
+from med_evals.report.abstention import abstention_table
 from med_evals.report.context import Context
 from med_evals.report.document import is_missing
+from med_evals.report.prompt_spread import spread_section
 from med_evals.report.tables import (
     headline_block,
     metric_set_table,
     paired_table,
     reference_table,
 )
-from med_evals.run_labels import Group
+from med_evals.run_labels import Group, ordered_conditions
 from med_evals.scorers.classification import counts_of
 from med_evals.scorers.medreqal import by_group
 from med_evals.spec import Study
@@ -36,6 +40,7 @@ PAPER_SCALE = ("roberta-large", (None, 17), False)
 #: those left out (and why)
 SHOWN = (
     "headline",
+    ABSTENTION,
     "predicted_label_counts",
     "rouge_l_mean",
     "bertscore_f1_mean",
@@ -71,30 +76,31 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     doc = ctx.doc
     doc.h2(study.title)
     rows = headline_block(ctx, study, groups)
-    head = {r.label: r.values for r in rows}
+    abstention_table(doc, study, groups)
+    spread_section(doc, study, groups)
+    head = {(r.label, r.condition): r.values for r in rows}
     labels = study.labels()
     t2, t3, t5, gold = [], [], [], {}
-    for g in groups:
-        vals = list(g.values.values())
+    for name, g, cond, vals in entries(study, groups):
         words, paper_scale = encoder_of(g)
         means = study.mean_values(vals)
         bsc = means["bertscore_f1_mean"]
         t2.append({
-            "run": g.label,
-            "Accuracy (%)": pct(head[g.label]["accuracy_all"]),
-            "Macro-F1 (%)": pct(head[g.label]["macro_f1_all"]),
+            "run": name,
+            "Accuracy (%)": pct(head[(g.label, cond)]["accuracy_all"]),
+            "Macro-F1 (%)": pct(head[(g.label, cond)]["macro_f1_all"]),
             "ROUGE-L (%)": pct(means["rouge_l_mean"]),
             PAPER_BSC: pct(bsc) if paper_scale else None,
             OTHER_BSC: None if paper_scale else pct(bsc),
             "BERTScore encoder": words,
         })
         c = counts_of(vals, labels)
-        t3.append({"run": g.label, **{lab: c[lab] for lab in labels},
+        t3.append({"run": name, **{lab: c[lab] for lab in labels},
                    "invalid": c["INVALID"], "error": c["ERROR"]})
         g_counts = counts_of([{"prediction": v["target"]} for v in vals], labels)
-        gold[g.label] = tuple(g_counts[lab] for lab in labels)
+        gold[name] = tuple(g_counts[lab] for lab in labels)
         t5.append({
-            "run": g.label,
+            "run": name,
             "replies": len(vals),
             "Cochrane": sum(bool(v.get("cochrane")) for v in vals),
             "review*": sum(bool(v.get("review")) for v in vals),
@@ -136,12 +142,29 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
     paired_table(doc, study, groups, ctx.n_boot)
 
 
+def entries(
+    study: Study, groups: Sequence[Group]
+) -> list[tuple[str, Group, str, list[dict[str, Any]]]]:
+    """(row name, group, condition, values) of each run, and of each prompt template of a run
+    of several (``-T prompt=all``: named ``<run>, prompt=<template>``), templates in the
+    paper's order: the rows of Tables 2, 3 and 5 and the figure's series."""
+    present = {c for g in groups for c in g.conditions()}
+    out = []
+    for cond in ordered_conditions(study, present):
+        for g in groups:
+            values = g.conditions().get(cond)
+            if values:
+                name = f"{g.label}, prompt={cond}" if cond else g.label
+                out.append((name, g, cond, list(values.values())))
+    return out
+
+
 def _by_category(ctx: Context, study: Study, groups: Sequence[Group], labels: Any) -> None:
     per: dict[str, dict[str, float]] = {}
-    for g in groups:
-        by_category = by_group(list(g.values.values()), "category", "macro_f1")
+    for name, _, _, vals in entries(study, groups):
+        by_category = by_group(vals, "category", "macro_f1")
         if by_category:
-            per[g.label] = by_category
+            per[name] = by_category
     if not per:
         return
     cats = sorted({c for d in per.values() for c in d})

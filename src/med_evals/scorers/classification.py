@@ -61,6 +61,19 @@ def per_condition(
     return flat
 
 
+def each_condition(
+    scores: Sequence[SampleScore], fn: Callable[[list[Value]], Any], name: str
+) -> Any:
+    """:func:`per_condition` for a metric that returns a number in a run of one condition and
+    must keep doing so (Inspect logs a number under the metric's own name, ``rouge_l_mean``):
+    ``fn`` of all the values when they hold one condition (or none), else one value per
+    condition (``<condition>/<name|key>``)."""
+    table = table_of(scores)
+    if len(table.groups("condition")) <= 1:
+        return fn(table.rows())
+    return per_condition(scores, fn, name)
+
+
 def encode(
     gold: Sequence[str], pred: Sequence[str], labels: Sequence[str] = ()
 ) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,8 @@ from med_evals.scorers.bertscore import (
     BertScoreBatcher,
     BertScoreConfig,
 )
-from med_evals.scorers.score_table import Table, Value, rows_of, table_of
+from med_evals.scorers.classification import each_condition, per_condition
+from med_evals.scorers.score_table import Table, Value, rows_of
 from med_evals.scorers.values import GenerationScores, Mentions
 from med_evals.solvers.generate import GENERATE_ERROR
 
@@ -109,8 +110,11 @@ def generation_means(values: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 
 
 def _mean_of(key: str) -> Metric:
-    def compute(scores: list[SampleScore]) -> float:
-        return mean_present(table_of(scores).rows(), key)
+    """The mean of ``key`` (a number), or one per condition where the scores hold several."""
+
+    def compute(scores: list[SampleScore]) -> float | dict[str, float]:
+        return each_condition(  # type: ignore[no-any-return]
+            scores, lambda rows: mean_present(rows, key), f"{key}_mean")
 
     return compute
 
@@ -137,13 +141,16 @@ def generation_counts() -> Metric:
     empty reply), ``generation_no_reference`` (the sample has no reference text).
     """
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        table = table_of(scores)
+    def counts(rows: list[Any]) -> dict[str, int]:
+        table = rows_of(rows).table
         return {
             "generation_scored": _table_count(table, "rouge_l", present=True),
             "generation_no_reply": _table_count(table, "no_reply"),
             "generation_no_reference": _table_count(table, "no_reference"),
         }
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        return per_condition(scores, counts, "generation_counts")
 
     return compute
 
@@ -230,9 +237,12 @@ def evidence_mention_counts() -> Metric:
     Keys: ``mentions_cochrane``, ``mentions_review``, ``mentions_meta_analysis``.
     """
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        table = table_of(scores)
+    def counts(rows: list[Any]) -> dict[str, int]:
+        table = rows_of(rows).table
         return {f"mentions_{term}": _table_count(table, term) for term in EVIDENCE_TERMS}
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        return per_condition(scores, counts, "evidence_mention_counts")
 
     return compute
 

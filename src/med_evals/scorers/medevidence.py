@@ -28,6 +28,7 @@ from typing import Any
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
+from med_evals.scorers.abstention import abstention
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_by_group,
@@ -55,6 +56,12 @@ FIVE = LabelSet(
 )
 THREE = LabelSet("effect_direction_3", ("higher", "lower", "uncertain"))
 LABEL_SETS = {"five": FIVE, "three": THREE}
+
+#: The abstentions of each label set (:mod:`med_evals.scorers.abstention`; ours, docs/numbers.md
+#: "Abstention"): five classes: "uncertain effect" and "insufficient data", which decline to
+#: name a direction ("no difference" is a finding, a committed answer); three: "uncertain",
+#: which stands for all three of them (so a gold "no difference" is an abstention there).
+ABSTAINING = {"five": ("uncertain effect", "insufficient data"), "three": ("uncertain",)}
 
 #: How each label set is offered in the prompt (five: the authors' ANSWER_CLASSES joined by
 #: ", "; three: ours, with the mapping of the five classes stated).
@@ -247,8 +254,8 @@ def effect_metrics(
     study: Study, full: bool = True, label_set: str | None = None
 ) -> list[Metric | dict[str, list[Metric]]]:
     """The metrics of a label scheme (``label_set``, default five): ``study``'s headline, then
-    (``full``) the authors' grading unqualified, per evidence quality and per gold class, and
-    the lenient view suffixed ``_lenient``."""
+    (``full``) the authors' grading unqualified (abstention: the scheme's uncertain classes),
+    per evidence quality and per gold class, and the lenient view suffixed ``_lenient``."""
     scheme = label_set or "five"
     labels = list(LABEL_SETS[scheme].labels)
     if not full:
@@ -257,6 +264,7 @@ def effect_metrics(
         headline(study, scheme),
         accuracy_valid(),
         macro_f1_valid(labels),
+        abstention(labels, list(study.abstaining_of(scheme))),
         label_counts(labels),
         confusion_counts(labels),
         by_field("evidence_quality", labels),

@@ -44,6 +44,7 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 
 from med_evals.reference_text import REFERENCE, reference_fields
+from med_evals.scorers.abstention import abstention
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_by_codes,
@@ -52,6 +53,7 @@ from med_evals.scorers.classification import (
     macro_f1_all,
     macro_f1_by_codes,
     macro_f1_valid,
+    per_condition,
     valid_rate,
 )
 from med_evals.scorers.generation import (
@@ -64,7 +66,7 @@ from med_evals.scorers.generation import (
     rouge_l_mean,
 )
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
-from med_evals.scorers.score_table import Table, rows_of, table_of
+from med_evals.scorers.score_table import Table, rows_of
 from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
 from med_evals.spec import Study
@@ -75,6 +77,10 @@ NEI = "NOT ENOUGH INFORMATION"
 
 #: MedREQAL and HealthFC: the order is the one used for confusion matrices and macro-F1.
 VERDICT = LabelSet("verdict", (SUPPORTED, REFUTED, NEI))
+
+#: The abstention among the labels (:mod:`med_evals.scorers.abstention`): NOT ENOUGH INFORMATION
+#: declines to say whether the research supports or refutes the claim.
+ABSTAINING = (NEI,)
 
 #: The datasets' integer codes (MedREQAL ``label`` and HealthFC ``label``).
 LABEL_CODES = {"0": SUPPORTED, "1": NEI, "2": REFUTED}
@@ -213,11 +219,14 @@ def predicted_label_counts() -> Metric:
     count).
     """
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        table = table_of(scores)
+    def count(rows: list[Any]) -> dict[str, int]:
+        table = rows_of(rows).table
         pred = _table_pairs(table)[1]
         counts = table.memo("predicted_counts", lambda: Counter(pred))
         return {f"predicted_{key}": counts.get(label, 0) for label, key in _KEY.items()}
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        return per_condition(scores, count, "predicted_label_counts")
 
     return compute
 
@@ -229,13 +238,16 @@ def confusion_matrix() -> Metric:
     Columns include ``invalid`` and ``error``, so every sample is counted once.
     """
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        counts = Counter(zip(*_table_pairs(table_of(scores)), strict=True))
+    def cells(rows: list[Any]) -> dict[str, int]:
+        counts = Counter(zip(*_table_pairs(rows_of(rows).table), strict=True))
         return {
             f"gold_{_KEY[g]}_pred_{_KEY[p]}": counts.get((g, p), 0)
             for g in VERDICT.labels
             for p in _KEY
         }
+
+    def compute(scores: list[SampleScore]) -> dict[str, int]:
+        return per_condition(scores, cells, "confusion_matrix")
 
     return compute
 
@@ -275,9 +287,12 @@ _BY_CODES: dict[str, Callable[..., dict[str, float]]] = {
 def _by_group(key: str, kind: str) -> Metric:
     """Per value of ``key``: ``{kind}_{key}_{slug(value)}`` (Inspect flattens metric dicts)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        values = by_group(table_of(scores).rows(), key, kind)
+    def groups(rows: list[Any]) -> dict[str, float]:
+        values = by_group(rows, key, kind)
         return {f"{kind}_{key}_{slug(g)}": values[g] for g in sorted(values)}
+
+    def compute(scores: list[SampleScore]) -> dict[str, float]:
+        return per_condition(scores, groups, f"{kind}_by_{key}")
 
     return compute
 
@@ -310,14 +325,15 @@ def verdict_metrics(
     study: Study, full: bool = True, label_set: str | None = None
 ) -> list[Metric | dict[str, list[Metric]]]:
     """The verdict scorer's metrics: ``study``'s headline and the generation means (Table 2's
-    numbers), then (``full``) the numbers over valid replies, counts, confusion cells, strata,
-    generation counts and evidence mentions."""
+    numbers), then (``full``) the numbers over valid replies, abstention (NOT ENOUGH
+    INFORMATION), counts, confusion cells, strata, generation counts and evidence mentions."""
     if not full:
         return [headline(study), rouge_l_mean(), bertscore_f1_mean()]
     return [
         headline(study),
         accuracy_valid(),
         macro_f1_valid([SUPPORTED, REFUTED, NEI]),
+        abstention(list(VERDICT.labels), list(study.abstaining_of(label_set))),
         predicted_label_counts(),
         confusion_matrix(),
         accuracy_by_category(),
@@ -347,6 +363,8 @@ def verdict(
     ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample's
     reference record (under ``reference_key``, default ``reference``;
     :mod:`med_evals.reference_text`) has them, ``category`` and ``strength``.
+    In a run of several prompt variants the value also holds the sample's ``condition`` (its
+    variant), and every metric of the set is computed per condition.
     ``answer`` is the parsed label; ``explanation`` the reply.
     With ``reference_key`` the value also holds the :func:`~med_evals.scorers.generation.generation`
     scores of the reply against that metadata field (``rouge_l``, ``bertscore_f1``,
@@ -387,6 +405,8 @@ def verdict(
         value = verdict_value(
             reply, target, reference_fields(state.metadata, reference_key or REFERENCE)
         )
+        if state.metadata.get("condition"):  # a run of several prompt variants
+            value["condition"] = str(state.metadata["condition"])
         prediction = value["prediction"]
         # constant settings (parser, encoder) are in the task's metadata, not on every sample
         metadata = None

@@ -65,6 +65,8 @@ class VerdictValue(LabelValue, GenerationScores, Mentions, total=False):
 
     category: str
     strength: str
+    #: the prompt variant, in a run of several (``-T prompt=all``); absent in a run of one
+    condition: str
     no_reply: bool
     no_reference: bool
 

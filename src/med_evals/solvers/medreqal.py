@@ -13,6 +13,11 @@ The words are Table 7's, including its spacing before the full stop in "LABEL: (
 
 HealthFC uses the same prompts. Its ``evidence`` option (not in the MedREQAL paper) appends the
 claim's top evidence sentences after the question: ``EVIDENCE: ...``.
+
+Several variants in one run (``-T prompt=all``, or a list such as ``prompt=chat,alpaca``):
+:func:`variant_samples` asks every question under each variant, each pair one sample whose
+``condition`` is the variant (the paper used one template per model family, which confounds
+its comparison of models with its comparison of templates).
 """
 
 from __future__ import annotations
@@ -58,6 +63,9 @@ PROMPTS: dict[str, tuple[str | None, str]] = {
     "alpaca": (None, ALPACA),
 }
 
+#: ``-T prompt=all``: every variant, in the paper's order
+GROUPS: dict[str, tuple[str, ...]] = {"all": tuple(PROMPTS)}
+
 #: Which of the paper's models used each variant.
 PAPER_MODELS = {
     "chat": "Mixtral-8x7B, GPT-4-Turbo-0125",
@@ -82,6 +90,17 @@ def check_variant(prompt: str) -> str:
     if prompt not in PROMPTS:
         raise ValueError(f"unknown prompt {prompt!r}; choose from {', '.join(PROMPTS)}")
     return prompt
+
+
+def variants(prompt: str | Sequence[str]) -> list[str]:
+    """The variants a ``prompt`` argument names: one variant, ``all``, or a comma-separated list
+    (or a list: Inspect splits ``-T prompt=chat,alpaca``) of variants and groups; each once, in
+    the paper's order (:data:`PROMPTS`)."""
+    items = prompt.split(",") if isinstance(prompt, str) else list(prompt)
+    chosen: set[str] = set()
+    for item in (str(i).strip() for i in items):
+        chosen.update(GROUPS.get(item) or (check_variant(item),))
+    return [v for v in PROMPTS if v in chosen]
 
 
 def render(prompt: str, question: str, evidence: str | None = None) -> tuple[str | None, str]:
@@ -134,4 +153,32 @@ def prompted_samples(
                 update={"input": prompt_messages(prompt, question, ev), "metadata": metadata}
             )
         )
+    return out
+
+
+#: Between a question's id and its variant in a sample id of a run of several variants
+VARIANT_SEPARATOR = "@"
+
+
+def variant_samples(
+    samples: Sequence[Sample], variants: Sequence[str], evidence: bool = False,
+    keep_question: bool = False,
+) -> list[Sample]:
+    """The samples under each of ``variants`` (:func:`prompted_samples`). One variant: its
+    samples as they are (ids unchanged, no condition). Several: question-major (every variant
+    of the first question, then of the second, ...), each sample's id ``<id>@<variant>``
+    (unique in the run: a run's values are keyed by sample id) and its metadata's
+    ``condition`` the variant, which the scorer copies into the score value so that every
+    metric, the report and the gate take each variant as a condition."""
+    if len(variants) == 1:
+        return prompted_samples(samples, variants[0], evidence, keep_question)
+    by_variant = [prompted_samples(samples, v, evidence, keep_question) for v in variants]
+    out = []
+    for i in range(len(samples)):
+        for variant, prompted in zip(variants, by_variant, strict=True):
+            s = prompted[i]
+            out.append(s.model_copy(update={
+                "id": f"{s.id}{VARIANT_SEPARATOR}{variant}",
+                "metadata": {**(s.metadata or {}), "condition": variant},
+            }))
     return out

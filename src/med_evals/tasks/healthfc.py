@@ -26,6 +26,7 @@ from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.generation import generation_means
 from med_evals.scorers.medreqal import (
+    ABSTAINING,
     LABEL_CODES,
     VERDICT,
     parse_verdict,
@@ -34,6 +35,7 @@ from med_evals.scorers.medreqal import (
 )
 from med_evals.spec import Study
 from med_evals.tasks.medreqal import (
+    VERDICT_CONDITIONS,
     VERDICT_HEADLINE,
     VERDICT_PROBE,
     verdict_params,
@@ -111,7 +113,8 @@ def healthfc(
     """HealthFC with MedREQAL's prompts, parser and metrics.
 
     Args:
-        prompt: ``chat`` (default), ``mistral`` or ``alpaca``: MedREQAL's Table 7 prompts.
+        prompt: ``chat`` (default), ``mistral`` or ``alpaca``: MedREQAL's Table 7 prompts;
+            ``all`` or a comma-separated list: each claim under each (as ``medreqal``).
         evidence: Add the claim's top evidence sentences (``en_top_sentences``) after the
             question as ``EVIDENCE: ...`` (default False: zero-shot, knowledge recall).
         data_dir: Folder holding ``healthfc/Datensatz.csv`` (or ``Datensatz.csv``); default
@@ -169,12 +172,14 @@ def healthfc(
 SPEC = Study(
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
-    version="2.0.0",
-    fingerprint_recorded="61822ba981f1c48d",
+    version="2.1.0",
+    fingerprint_recorded="1aba1703396348cc",
     # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
     scorer=verdict,
     metrics=verdict_metrics,
     label_sets={"verdict": VERDICT},
+    abstaining={"verdict": ABSTAINING},
+    conditions=VERDICT_CONDITIONS,
     parser=parse_verdict,
     headline=VERDICT_HEADLINE,
     # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate

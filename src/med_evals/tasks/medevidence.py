@@ -28,6 +28,7 @@ from med_evals.data import DatasetError, fetch, read_csv_checked
 from med_evals.params import Choice, Directory, ParamError, Text, check_params
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medevidence import (
+    ABSTAINING,
     DISPLAY,
     FIVE,
     LABEL_SETS,
@@ -339,11 +340,12 @@ def _probe_values(label_set: str | None = None) -> list[dict[str, Any]]:
 SPEC = Study(
     task="medevidence",
     title="MedEvidence (Polzak et al. 2026)",
-    version="2.1.0",
-    fingerprint_recorded="14c44883b2a88f17",
+    version="2.2.0",
+    fingerprint_recorded="537f3634bd119a4f",
     scorer=effect_direction,
     metrics=effect_metrics,
     label_sets=LABEL_SETS,
+    abstaining=ABSTAINING,
     label_arg="labels",
     parser=parse_effect,
     headline=(

@@ -43,6 +43,7 @@ from med_evals.scorers.classification import label_headline
 from med_evals.scorers.generation import generation_means
 from med_evals.scorers.judges import JUDGE_VERSION, conclusion_agreement, jury_models
 from med_evals.scorers.medreqal import (
+    ABSTAINING,
     LABEL_CODES,
     VERDICT,
     normalise_label,
@@ -53,7 +54,13 @@ from med_evals.scorers.medreqal import (
 )
 from med_evals.scorers.reducers import majority_label
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.solvers.medreqal import PAPER_MODELS, prompt_messages, prompted_samples
+from med_evals.solvers.medreqal import (
+    GROUPS,
+    PAPER_MODELS,
+    prompt_messages,
+    variant_samples,
+    variants,
+)
 from med_evals.spec import (
     METRIC_SETS,
     PROBE_REPLIES,
@@ -78,6 +85,10 @@ VERDICT_HEADLINE = (
 )
 
 
+#: MedREQAL's and HealthFC's conditions: the prompt variants, when a run asks several
+#: (``-T prompt=all``); a run of one variant has no condition
+VERDICT_CONDITIONS = tuple(PAPER_MODELS)
+
 #: the roles without ``-T judge=true``: none (a grader bound then would judge nothing)
 NO_JUDGE = Roles(hint=f"-T judge=true adds the agreement judge, which reads {JURY.shown}")
 
@@ -85,7 +96,7 @@ NO_JUDGE = Roles(hint=f"-T judge=true adds the agreement judge, which reads {JUR
 def verdict_params() -> dict[str, Check]:
     """The checks of the parameters MedREQAL and HealthFC share (see :mod:`med_evals.params`)."""
     return {
-        "prompt": Choice(values=tuple(PAPER_MODELS)),
+        "prompt": Choice(values=tuple(PAPER_MODELS), groups=tuple(GROUPS), many=True),
         "data_dir": Directory(),
         "data_file": File(),
         "generation_scoring": Flag(),
@@ -116,7 +127,7 @@ def verdict_task(
     path: Path,
     *,
     label_scorer: Scorer,
-    prompt: str,
+    prompt: str | list[str],
     evidence: bool = False,
     generation_scoring: bool,
     bert_cfg: BertScoreConfig,
@@ -127,14 +138,18 @@ def verdict_task(
     metrics: str = "headline",
     metadata: dict[str, Any],
 ) -> Task:
-    """The Task of MedREQAL and HealthFC: one prompt variant, the verdict scorers, the paper's
-    generation settings, and what produced the run in the log's metadata.
+    """The Task of MedREQAL and HealthFC: one prompt variant or several (``prompt``: one, a
+    list, ``all``), the verdict scorers, the paper's generation settings, and what produced the
+    run in the log's metadata.
 
-    Each sample's input is the prompt variant's Table 7 messages for its question (rendered
-    here, once: docs/performance.md), and the solver is one generation.
+    Each sample's input is a prompt variant's Table 7 messages for its question (rendered
+    here, once: docs/performance.md), and the solver is one generation. Several variants: each
+    question under each, the variant the sample's condition
+    (:func:`~med_evals.solvers.medreqal.variant_samples`); the log's ``prompt`` names them all.
     """
+    chosen = variants(prompt)
     samples = apply_subset(study.task, samples, subset)
-    prompted = prompted_samples(samples, prompt, evidence=evidence, keep_question=judge)
+    prompted = variant_samples(samples, chosen, evidence=evidence, keep_question=judge)
     before_run(study.task, prompted, roles=JURY if judge else NO_JUDGE)
     return Task(
         dataset=MemoryDataset(prompted, name=study.task, location=str(path)),
@@ -151,8 +166,10 @@ def verdict_task(
             **metadata,
             # what the gated numbers depend on in the code (the gate compares it, not version)
             "behaviour": study.behaviour(),
-            "prompt": prompt,
-            "prompt_models_in_paper": PAPER_MODELS[prompt],
+            # one variant: its name (as before several were possible); several: "chat,alpaca"
+            "prompt": ",".join(chosen),
+            "prompt_models_in_paper": (PAPER_MODELS[chosen[0]] if len(chosen) == 1
+                                       else {v: PAPER_MODELS[v] for v in chosen}),
             "label_parser": "parse_verdict",
             "samples_without_reference": [
                 s.id for s in samples if not reference_text(s.metadata).strip()
@@ -299,7 +316,10 @@ def medreqal(
     Args:
         prompt: Table 7 variant: ``chat`` (default; the paper's Mixtral and GPT-4 prompt, with a
             system message), ``mistral`` (one user turn) or ``alpaca`` (a raw completion prompt,
-            for ChatDoctor, MedAlpaca, PMC-LLaMa).
+            for ChatDoctor, MedAlpaca, PMC-LLaMa); ``all``, or a comma-separated list
+            (``chat,alpaca``), asks every question under each, the variant the sample's
+            condition (ids ``medreqal-12@alpaca``): the report shows each run's numbers per
+            variant, their spread and whether the ranking of runs changes.
         data_dir: Folder holding ``medreqal/MedREQAL.csv`` (or ``MedREQAL.csv``); default
             ``$MED_EVALS_DATA_DIR``, else a download from the pinned commit. The file must match
             the manifest's git blob id.
@@ -378,12 +398,14 @@ def medreqal(
 SPEC = Study(
     task="medreqal",
     title="MedREQAL (Vladika et al. 2024)",
-    version="2.0.0",
-    fingerprint_recorded="b4406143d14b4f3f",
+    version="2.1.0",
+    fingerprint_recorded="967760196c8a40a4",
     # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
     scorer=verdict,
     metrics=verdict_metrics,
     label_sets={"verdict": VERDICT},
+    abstaining={"verdict": ABSTAINING},
+    conditions=VERDICT_CONDITIONS,
     parser=parse_verdict,
     headline=VERDICT_HEADLINE,
     # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
