@@ -392,3 +392,15 @@ def test_flip_rate_names_an_unknown_condition_and_the_closest(logs, capsys):
         assert cli_main(["flip-rate", log, "--pair", pair]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize(("name", "what"), [("figures", "figures"), ("tables", "table exports")])
+def test_a_file_where_the_report_puts_a_folder_is_one_line(logs, tmp_path, capsys, name, what):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / name).write_text("mine")
+    assert cli_main(["report", str(sorted(logs.glob("*.eval"))[0]), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"med-evals report: error: --out {out}: {out / name} is a file, not the "
+                       f"report's {what} folder")
+    assert (out / name).read_text() == "mine" and not (out / "report.md").exists()
