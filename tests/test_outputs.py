@@ -76,14 +76,21 @@ def _shown(report: Path) -> list[str]:
     return re.findall(r"\]\((figures/[^)]+)\)", (report / "report.md").read_text())
 
 
+def _exports(report: Path, name: str = "report.md") -> list[str]:
+    return re.findall(r"\]\((tables/[^)]+)\)", (report / name).read_text())
+
+
 def _whole(report: Path) -> None:
-    """A report that a reader can open: both files complete, every figure report.md shows."""
+    """A report that a reader can open: both files complete, every figure report.md shows and
+    every table export each file links."""
     html = (report / "report.html").read_text()
     assert html.rstrip().endswith("</html>")
     md = (report / "report.md").read_text()
     assert md.startswith("# med_evals report") and "## What produced each run" in md
     shown = _shown(report)
     assert shown and all((report / f).stat().st_size > 1000 for f in shown)
+    linked = _exports(report) + re.findall(r'href="(tables/[^"]+)"', html)
+    assert linked and all((report / f).stat().st_size > 0 for f in linked)
 
 
 # --- one file ---------------------------------------------------------------------------
@@ -155,8 +162,12 @@ def test_a_kill_at_any_step_of_report_leaves_a_whole_report(logs, tmp_path):
     assert _killed_at("replace", 0, lambda: build_report([logs], out, n_boot=10))
     assert [p for p in out.iterdir() if p.name.startswith(".med-evals-report-")]
     build_report([logs], out, n_boot=10)
-    assert sorted(p.name for p in out.iterdir()) == ["figures", "report.html", "report.md"]
+    assert sorted(p.name for p in out.iterdir()) == ["figures", "report.html", "report.md",
+                                                      "tables"]
     assert sorted(f"figures/{p.name}" for p in (out / "figures").iterdir()) == sorted(_shown(out))
+    # one folder of exports: the one report.md links
+    assert [f"tables/{p.name}" for p in (out / "tables").iterdir()] == sorted(
+        {f.rsplit("/", 1)[0] for f in _exports(out)})
 
 
 def test_other_files_in_the_report_folder_are_left_alone(logs, tmp_path):
@@ -165,9 +176,16 @@ def test_other_files_in_the_report_folder_are_left_alone(logs, tmp_path):
     (out / "notes.txt").write_text("mine")
     (out / "figures" / "my-plot.png").write_bytes(b"mine")
     (out / "figures" / "oncology_f1_by_condition.png").write_bytes(b"an older report's")
-    (out / "report.md").write_text("![old](figures/oncology_f1_by_condition.png)\n")
+    (out / "tables" / "0123456789ab").mkdir(parents=True)  # an older report's exports
+    (out / "tables" / "mine").mkdir()
+    (out / "tables" / "mine.tex").write_text("mine")
+    (out / "report.md").write_text("![old](figures/oncology_f1_by_condition.png)\n"
+                                   "[CSV](tables/0123456789ab/01-x.csv)\n")
     r = build_report([logs], out, n_boot=10)
     assert (out / "notes.txt").read_text() == "mine"
+    assert (out / "tables" / "mine.tex").read_text() == "mine"
+    assert {p.name for p in (out / "tables").iterdir()} == {
+        "mine", "mine.tex", r.tables[0][0].parent.name}
     assert (out / "figures" / "my-plot.png").read_bytes() == b"mine"
     assert not (out / "figures" / "oncology_f1_by_condition.png").exists()  # the old report's
     assert {p.name for p in (out / "figures").iterdir()} == {"my-plot.png", *(
@@ -374,3 +392,15 @@ def test_flip_rate_names_an_unknown_condition_and_the_closest(logs, capsys):
         assert cli_main(["flip-rate", log, "--pair", pair]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and message in err, err
+
+
+@pytest.mark.parametrize(("name", "what"), [("figures", "figures"), ("tables", "table exports")])
+def test_a_file_where_the_report_puts_a_folder_is_one_line(logs, tmp_path, capsys, name, what):
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / name).write_text("mine")
+    assert cli_main(["report", str(sorted(logs.glob("*.eval"))[0]), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == (f"med-evals report: error: --out {out}: {out / name} is a file, not the "
+                       f"report's {what} folder")
+    assert (out / name).read_text() == "mine" and not (out / "report.md").exists()

@@ -13,9 +13,12 @@ from markdown_it import MarkdownIt
 
 from med_evals.safe_text import (
     BIDI_CONTROLS,
+    LATEX_ESCAPES,
+    LATEX_LIGATURE,
     csv_cell,
     csv_frame,
     html_text,
+    latex_text,
     markdown_text,
     terminal,
 )
@@ -228,3 +231,51 @@ def test_csv_frame_escapes_text_cells_and_names_only():
     rows = list(csv.reader(io.StringIO(text)))
     assert rows[1][1] == "-0.25" and rows[1][2] == "-3"  # a negative number stays a number
     assert all(not cell.startswith(("=", "@", "+")) for row in rows for cell in row)
+
+
+def test_csv_frame_keeps_a_count_beside_a_missing_value_an_integer():
+    df = pd.DataFrame([[8, "=x"], [None, "ok"]], columns=["ties", "by"], dtype=object)
+    rows = list(csv.reader(io.StringIO(csv_frame(df).to_csv(index=False))))
+    assert rows == [["ties", "by"], ["8", "'=x"], ["", "ok"]]  # before: 8.0
+
+
+# --- LaTeX ---------------------------------------------------------------------------------
+
+#: what a LaTeX text may hold unescaped: none of TeX's special characters
+_TEX_SPECIAL = re.compile(r"(?<!\\)[&%$#_{}~^]|(?<!\\)\\(?![&%$#_{}]|text|ensuremath|ldots)")
+
+
+def _untex(text: str) -> str:
+    out, i = [], 0
+    pairs = {**LATEX_ESCAPES, **LATEX_LIGATURE}.items()
+    commands = sorted(((tex, char) for char, tex in pairs), key=lambda p: -len(p[0]))
+    while i < len(text):
+        for tex, char in commands:
+            if text.startswith(tex, i):
+                out.append(char)
+                i += len(tex)
+                break
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+def test_latex_text_prints_every_text_as_it_reads_and_runs_no_command():
+    assert latex_text(r"a_b & 50% $x$ #1 {y} ~^ \input{x} <b>|") == (
+        r"a\_b \& 50\% \$x\$ \#1 \{y\} \textasciitilde{}\textasciicircum{} "
+        r"\textbackslash{}input\{x\} \textless{}b\textgreater{}\textbar{}")
+    assert latex_text("κ − α ≥ 0 — ok") == (
+        r"\ensuremath{\kappa} \ensuremath{-} \ensuremath{\alpha} \ensuremath{\geq} 0 --- ok")
+    assert latex_text("|---| ''x'' `y`") == (
+        r"\textbar{}-{}-{}-\textbar{} '{}'x'{}' \textasciigrave{}y\textasciigrave{}")
+    for s in STRINGS:
+        out = latex_text(s)
+        assert "\n" not in out and not _raw_controls(out, one_line=True), repr(s)
+        # outside our commands no special character, and every command is ours
+        bare = re.sub(r"\\(textbackslash|textasciitilde|textasciicircum|textless|textgreater|"
+                      r"textbar|textasciigrave|ldots)\{\}|\\ensuremath\{\\?[a-z-]+\}|\\[&%$#_{}]|"
+                      r"[-']\{\}", " ", out)
+        assert not re.search(r"[\\&%$#_{}~^`]", bare), (repr(s), out)
+        # read back (dashes and quotes included: ``--`` only where the text had ``–``)
+        assert _untex(out) == terminal(s, one_line=True), repr(s)

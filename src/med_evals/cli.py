@@ -141,7 +141,8 @@ def _report(args: argparse.Namespace) -> int:
         print(f"warning: {terminal(line, one_line=True)}", file=sys.stderr)
     for line in result.notes:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
-    print(terminal(f"wrote {result.markdown}, {result.html} and {len(result.figures)} figures"))
+    print(terminal(f"wrote {result.markdown}, {result.html}, {len(result.figures)} figures and "
+                   f"{len(result.tables)} tables as CSV and LaTeX"))
     if result.not_shown:
         from med_evals.exit_codes import FAILED
         from med_evals.report.build import not_shown_line

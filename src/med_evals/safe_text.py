@@ -21,6 +21,13 @@ Nothing from a log reaches a reader raw:
   spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage
   return, OWASP's advice on CSV injection) gets a leading ``'``; numbers, and text that is
   just a number (``-0.05``), are left as they are.
+- :func:`latex_text`: LaTeX text (a table cell, a caption): controls made visible as for
+  :func:`terminal` on one line, then every character LaTeX reads as syntax (``\\ & % $ # _ { }
+  ~ ^``, and ``< > |``, which the default font encoding prints as other glyphs) written as the
+  command that prints it (a hyphen or quote before another kept apart: ``-{}-``, no dash), and
+  the few symbols our tables use that pdflatex has no text glyph
+  for (``−``, ``≥``, ``κ``, ...) in ``\\ensuremath``: the text prints as it reads, and nothing
+  in it runs as a command.
 
 A backslash itself is not escaped by :func:`terminal` (paths stay readable), so the visible
 ``\\x1b`` and a literal backslash-x-1-b read the same; the text is for reading, not for parsing.
@@ -157,7 +164,57 @@ def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
 
     out = df.copy()
     for col in out.columns:
-        if pd.api.types.is_object_dtype(out[col]) or pd.api.types.is_string_dtype(out[col]):
+        if pd.api.types.is_object_dtype(out[col]):  # cells kept as they are (an int an int)
+            out[col] = pd.Series([csv_cell(v) for v in out[col]], index=out.index, dtype=object)
+        elif pd.api.types.is_string_dtype(out[col]):
             out[col] = out[col].map(csv_cell)
     out.columns = pd.Index([csv_cell(c) for c in out.columns])
     return out
+
+
+# --- LaTeX --------------------------------------------------------------------------------
+
+#: each character LaTeX reads as syntax (or prints as another glyph in the OT1/T1 default), and
+#: symbols pdflatex has no text glyph for, as the LaTeX that prints it
+LATEX_ESCAPES = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
+    "—": "---",
+    "–": "--",
+    "−": r"\ensuremath{-}",
+    "≥": r"\ensuremath{\geq}",
+    "≤": r"\ensuremath{\leq}",
+    "±": r"\ensuremath{\pm}",
+    "×": r"\ensuremath{\times}",
+    "·": r"\ensuremath{\cdot}",
+    "→": r"\ensuremath{\rightarrow}",
+    "…": r"\ldots{}",
+    "`": r"\textasciigrave{}",
+    "α": r"\ensuremath{\alpha}",
+    "κ": r"\ensuremath{\kappa}",
+}
+#: a hyphen or quote that LaTeX would join with the next into a dash or a curly quote (``--``,
+#: ``''``), kept apart by an empty group
+LATEX_LIGATURE = {"-": "-{}", "'": "'{}"}
+_LATEX_SPECIAL = re.compile("[" + re.escape("".join(LATEX_ESCAPES)) + "]|[-'](?=[-'])")
+
+
+def _latex_char(m: re.Match[str]) -> str:
+    char = m.group()
+    return LATEX_ESCAPES.get(char) or LATEX_LIGATURE[char]
+
+
+def latex_text(text: Any) -> str:
+    """``text`` as LaTeX that prints it as it reads, on one line (the module's docstring)."""
+    return _LATEX_SPECIAL.sub(_latex_char, terminal(str(text), one_line=True))

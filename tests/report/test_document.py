@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from markdown_it import MarkdownIt
 
-from med_evals.report.document import Document, fmt
+from med_evals.report.document import Document, fmt, fmt_p, p_text
 from med_evals.safe_text import terminal
 
 from ..test_safe_text import parse, squash
@@ -100,3 +100,31 @@ def test_our_own_texts_read_as_before_in_markdown(tmp_path):
     assert "*Table 1 (ours): condition × run, the study's layout*" in md
     assert "| title_abstract | mockllm/a | -0.050 | title_abstract vs counterfactual |" in md
     assert "\n— marks a missing value.\n" in md
+
+
+def test_p_values_and_counts_as_a_paper_prints_them(tmp_path):
+    doc = Document("med_evals report")
+    doc.table([{"run": "a", "n": 12, "McNemar exact p": 0.00049, "p_value_vs_chance": 0.0123,
+                "grader_2/p_value_vs_chance": 1.0, "accuracy": 1.0, "prompt": 0.5},
+               {"run": "b", "n": 3, "McNemar exact p": 0.001, "p_value_vs_chance": None,
+                "grader_2/p_value_vs_chance": "no valid prediction", "accuracy": 0.25,
+                "prompt": 0.0004}])
+    md, page = doc.markdown(tmp_path), doc.html()
+    assert "| a | 12 | <0.001 | 0.0123 | 1.00 | 1.000 | 0.500 |" in md.replace("&lt;", "<")
+    assert "| b | 3 | 0.00100 | — | no valid prediction | 0.250 | 0.000 |" in md
+    assert "<td>&lt;0.001</td>" in page and "<td>12</td>" in page
+    assert [fmt_p(x) for x in (0.0009999, 0.05, 0.5, 1)] == ["<0.001", "0.0500", "0.500", "1.00"]
+    assert p_text(0.0001) == "p < 0.001" and p_text(0.25) == "p = 0.250"
+
+
+def test_a_tables_export_links_render_as_links_and_text(tmp_path):
+    doc = Document("med_evals report")
+    doc.table([{"a": "x"}], caption="T")
+    [table] = [b for b in doc.blocks if b[0] == "table"]
+    assert doc.table_of(table) == 0 and doc.tables[0].rows == [{"a": "x"}]
+    doc.blocks.append(doc.links("This table as", [("CSV", "tables/0123456789ab/01-t.csv"),
+                                                  ("LaTeX", "tables/0123456789ab/01-t.tex")]))
+    md = doc.markdown(tmp_path)
+    assert ("This table as [CSV](tables/0123456789ab/01-t.csv) · "
+            "[LaTeX](tables/0123456789ab/01-t.tex)") in md
+    assert '<a href="tables/0123456789ab/01-t.tex">LaTeX</a></p>' in doc.html()

@@ -124,7 +124,9 @@ def test_report_md_renders_nothing_live_and_whole_tables(runs, report, preset):
     allowed = {"h1", "h2", "h3", "p", "em", "blockquote", "img", "table", "thead", "tbody", "tr",
                "th", "td"}
     assert {t for t, _ in got.tags} - {"a"} <= allowed
-    assert all(re.match(r"https?://", a.get("href") or "") for t, a in got.tags if t == "a")
+    # links: the viewer's (http) and our table exports beside report.md (tables/<hash>/...)
+    assert all(re.match(r"https?://|tables/[0-9a-f]{12}/[0-9]{2}-[a-z0-9-]+\.(csv|tex)$",
+                        a.get("href") or "") for t, a in got.tags if t == "a")
     assert all((a.get("src") or "").startswith("figures/") for t, a in got.tags if t == "img")
     assert not [a for _, attrs in got.tags for a in attrs if a.lower().startswith("on")]
     for element in ("<script", "<svg", "<iframe", "<img src=x", "<b>"):

@@ -19,7 +19,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.log import list_eval_logs
 from inspect_ai.model import GenerateConfig, get_model, model_roles
-from inspect_ai.scorer import Score, scorer
+from inspect_ai.scorer import SampleScore, Score, krippendorff_alpha, scorer
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
@@ -142,6 +142,13 @@ def test_two_graders_cohen_kappa_ties_and_each_graders_numbers(tmp_path):
     split = sum(a != b for a, b in zip(g1, g2, strict=True))
     assert m["jury/split_share"] == split / 8
     assert m["jury/incomplete"] == 1  # Q9: grader_2 failed, the verdict is grader's alone
+    # Krippendorff's alpha, nominal, by hand over Q1..Q8 (Q9 has one grade: no pair): 1 minus
+    # observed over expected disagreement, from the coincidences of the 16 grades
+    values = g1 + g2
+    n, counts = len(values), {g: values.count(g) for g in set(values)}
+    observed = 2 * split  # each split item: two ordered pairs that differ, over (2 - 1)
+    expected = (n * n - sum(c * c for c in counts.values())) / (n - 1)
+    assert m["jury/alpha"] == pytest.approx(1 - observed / expected, abs=1e-12)
     # the verdict: agreeing grades, a TIE where they split (counted, out of the shares)
     assert m["ties"] == split
     verdicts = [a if a == b else TIE for a, b in zip(g1, g2, strict=True)] + [Q9]
@@ -170,6 +177,11 @@ def test_three_graders_fleiss_kappa_and_the_majority(tmp_path):
     assert m["jury/kappa"] == fleiss_kappa(aggregate_raters(rows)[0], method="fleiss")
     assert m["jury/graders"] == 3 and m["jury/kappa_items"] == 8
     assert m["jury/split_share"] == sum(len(set(r)) > 1 for r in rows) / 8
+    # alpha over every item two or more graders graded: Q9's two grades count (kappa's do not)
+    units = [list(r) for r in rows] + [[Q9, Q9]]
+    alpha = krippendorff_alpha()([SampleScore(score=Score(value=u), sample_id=i)
+                                  for i, u in enumerate(units)])
+    assert m["jury/alpha"] == pytest.approx(alpha, abs=1e-12)
     # Q5: A, P, A -> A; Q3: C, C, P -> C; Q2: A, C, C -> C; Q8: A, A, C -> A
     assert [scores[f"q{i}"].value["agreement"] for i in (2, 3, 5, 8)] == [C, C, A, A]
     assert m["ties"] == 0  # Q9: grader and grader_3 agree; grader_2 failed

@@ -21,7 +21,15 @@ from inspect_ai.model import ModelCost
 
 from med_evals.exit_codes import CommandError
 from med_evals.outputs import check_folder, make_folder, stale_entries, temp_name, umask
-from med_evals.report import differences, medevidence, medreqal, oncology_rct
+from med_evals.report import (
+    differences,
+    exports,
+    judges,
+    medevidence,
+    medreqal,
+    oncology_rct,
+    summary,
+)
 from med_evals.report.context import Context
 from med_evals.report.document import Document
 from med_evals.report.tables import (
@@ -31,7 +39,7 @@ from med_evals.report.tables import (
 )
 from med_evals.report.usage import usage_section
 from med_evals.run_labels import Group, ReportError, check_comparable, group_runs, run_labels
-from med_evals.runs import load_all
+from med_evals.runs import Run, load_selected, select_logs
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 
 #: Paired bootstrap resamples: enough for a 95% interval's first decimal, quick on CI.
@@ -66,6 +74,8 @@ class ReportResult:
     not_shown: list[str] = field(default_factory=list)
     #: the runs it shows
     shown: int = 0
+    #: every table's exports: (CSV, LaTeX) in ``tables/`` (:mod:`med_evals.report.exports`)
+    tables: list[tuple[Path, Path]] = field(default_factory=list)
 
 
 def build_report(
@@ -83,9 +93,11 @@ def build_report(
         out = check_folder(out_dir, "--out")  # before any log is read
     except CommandError as ex:
         raise ReportError(str(ex)) from None
-    loaded = load_all(logs)
-    runs, skipped = loaded.runs, loaded.skipped
-    if not runs:
+    selection = select_logs(logs)
+    loaded = load_selected(selection)
+    judging, unreadable = judges.judge_runs(selection)  # counterfactual_judges: no study
+    runs, skipped = loaded.runs, _not_judging(loaded.skipped, judging) + unreadable
+    if not runs and not judging:
         raise ReportError("no usable log: " + ("; ".join(skipped) or "no log files found"))
     warnings = check_comparable(runs, allow_mixed)
     made = not out.exists()
@@ -105,17 +117,21 @@ def build_report(
         models = {g.label for gs in groups.values() for g in gs}
         doc.p(
             f"{len(runs)} runs ({len(models)} run labels: model, and the task arguments and "
-            f"settings that differ between runs of a study); {len(skipped)} logs skipped. — "
-            "marks a missing value.",
+            "settings that differ between runs of a study); "
+            + (f"{len(judging)} runs of a task that only judges (under 'Judges'); "
+               if judging else "")
+            + f"{len(skipped)} logs skipped. — marks a missing value.",
             "note",
         )
         if loaded.not_shown:
             doc.p(not_shown_line(len(runs), loaded.not_shown) + ": listed under 'Logs "
                   "skipped' at the end", "warn")
+        summary.section(doc, groups)
         for study in STUDIES.values():
             if study.task in groups:
                 SECTIONS.get(study.task, generic_section)(ctx, study, groups[study.task])
                 differences.section(ctx, study, groups[study.task])  # where two runs differ
+        judges.section(doc, judges.judged(runs, run_labels(runs), judging), prices)
         usage_section(doc, runs, run_labels(runs), prices)
         if ctx.warnings:
             doc.h2("Warnings")
@@ -128,6 +144,7 @@ def build_report(
             for s in skipped:
                 doc.p(s)
         names = _name_figures_by_content(doc)
+        written = exports.write_exports(doc, tmp)  # every table as CSV and LaTeX, linked
         (tmp / "report.md").write_text(doc.markdown(tmp), encoding="utf-8")
         (tmp / "report.html").write_text(doc.html(), encoding="utf-8")
         replace_report(tmp, out)
@@ -140,10 +157,17 @@ def build_report(
         if made and not done and not any(out.iterdir()):
             out.rmdir()  # a folder made for a report that failed: nothing is left of it
     figs = [out / "figures" / name for name in names]
+    tables = [(out / csv, out / tex) for csv, tex in zip(written[::2], written[1::2], strict=True)]
     return ReportResult(
         out / "report.md", out / "report.html", figs, skipped, ctx.warnings, ctx.headline,
-        ctx.notes, loaded.not_shown, len(runs),
+        ctx.notes, loaded.not_shown, len(runs), tables,
     )
+
+
+def _not_judging(skipped: Sequence[str], judging: Sequence[Run]) -> list[str]:
+    """The skipped lines but those of the judging tasks' logs the report shows."""
+    shown = {f"{r.path}: " for r in judging}
+    return [s for s in skipped if not any(s.startswith(p) for p in shown)]
 
 
 def not_shown_line(shown: int, not_shown: Sequence[str]) -> str:
@@ -193,13 +217,14 @@ def _name_figures_by_content(doc: Document) -> list[str]:
     return names
 
 
-def _figures_shown(markdown: Path) -> set[str]:
-    """The figure files (``figures/...``) a report.md shows; none if it cannot be read."""
+def _linked(markdown: Path) -> tuple[set[str], set[str]]:
+    """The figure files (``figures/...``) and table exports (``tables/...``) a report.md
+    shows; none if it cannot be read."""
     try:
         text = markdown.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
-        return set()
-    return {Path(m).name for m in FIGURE_LINK.findall(text)}
+        return set(), set()
+    return {Path(m).name for m in FIGURE_LINK.findall(text)}, exports.linked(text)
 
 
 def replace_report(tmp: Path, out: Path) -> None:
@@ -209,25 +234,37 @@ def replace_report(tmp: Path, out: Path) -> None:
 
     The steps, each a rename a kill cannot split, in an order that keeps a whole report at
     every moment: (1) the new figures are added to ``out/figures`` under names of their own
-    (:func:`_name_figures_by_content`), beside the old report's; (2) report.html (figures
-    embedded) replaces the old one; (3) report.md, which shows the new figures, replaces the
-    old one; (4) only then the figures no report.md shows any more are removed: those the old
-    report.md showed, and any of ours a killed run left. A kill between (2) and (3) leaves a
-    new report.html beside the old report.md, each whole with its own figures; a kill
-    elsewhere leaves the old report or the new one, and at worst unused figures and a build
+    (:func:`_name_figures_by_content`), and the new table exports, one folder named by their
+    content (:func:`med_evals.report.exports.write_exports`), to ``out/tables``, beside the
+    old report's; (2) report.html (figures embedded) replaces the old one; (3) report.md,
+    which shows the new figures and links the new exports, replaces the old one; (4) only then
+    the figures and exports no report.md shows any more are removed: those the old report.md
+    showed, and any of ours a killed run left. A kill between (2) and (3) leaves a new
+    report.html beside the old report.md, each whole with its own figures and exports; a kill
+    elsewhere leaves the old report or the new one, and at worst unused files and a build
     folder, which the next run removes."""
-    fig_out = out / "figures"
-    if fig_out.exists() and not fig_out.is_dir():
-        raise ReportError(f"--out {out}: {fig_out} is a file, not the report's figures folder")
-    old_shown = _figures_shown(out / "report.md")
+    fig_out, tab_out = out / "figures", out / exports.FOLDER
+    for folder, what in ((fig_out, "figures"), (tab_out, "table exports")):
+        if folder.exists() and not folder.is_dir():
+            raise ReportError(f"--out {out}: {folder} is a file, not the report's {what} folder")
+    old_figures, old_tables = _linked(out / "report.md")
     fig_out.mkdir(exist_ok=True)
-    new = sorted(p.name for p in (tmp / "figures").iterdir())
-    for name in new:
+    tab_out.mkdir(exist_ok=True)
+    new_figures = sorted(p.name for p in (tmp / "figures").iterdir())
+    for name in new_figures:
         os.replace(tmp / "figures" / name, fig_out / name)
+    built = tmp / exports.FOLDER
+    new_tables = sorted(p.name for p in built.iterdir()) if built.is_dir() else []
+    for name in new_tables:
+        if not (tab_out / name).exists():  # else: the same exports, named by their content
+            os.replace(built / name, tab_out / name)
     os.replace(tmp / "report.html", out / "report.html")
     os.replace(tmp / "report.md", out / "report.md")
-    keep = set(new)
     for entry in fig_out.iterdir():
-        ours = entry.name in old_shown or FIGURE_NAME.match(entry.name)
-        if ours and entry.name not in keep and entry.is_file():
+        ours = entry.name in old_figures or FIGURE_NAME.match(entry.name)
+        if ours and entry.name not in new_figures and entry.is_file():
             entry.unlink(missing_ok=True)
+    for entry in tab_out.iterdir():
+        ours = entry.name in old_tables or exports.EXPORT_NAME.match(entry.name)
+        if ours and entry.name not in new_tables and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)

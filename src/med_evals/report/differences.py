@@ -37,7 +37,7 @@ from med_evals.pairs import (
     shown,
     viewer_folder,
 )
-from med_evals.report.document import MISSING, Link, Toggle
+from med_evals.report.document import MISSING, Link, Toggle, p_text
 from med_evals.run_labels import Group
 from med_evals.spec import Study
 
@@ -81,7 +81,7 @@ def summary(d: Differences) -> str:
         test = "no valid prediction in either run: no test"
     else:
         test = (f"right only in A: {d.test['a_only']}, right only in B: {d.test['b_only']} "
-                f"(McNemar's discordant counts; exact p = {d.test['p_value']:.4g})")
+                f"(McNemar's discordant counts; exact {p_text(d.test['p_value'])})")
     return (f"A = {p.a.label}, B = {p.b.label}{cond}: {len(p.keys)} paired samples; {test}; "
             f"wrong in both: {len(d.both_wrong)} (labels differ in {d.labels_differ}).")
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,22 +82,44 @@ class Link:
     url: str
 
 
-def _cell_md(value: Any) -> str:
+def _cell_md(value: Any, column: str = "") -> str:
     if isinstance(value, Toggle):
         return markdown_text(value.short)
     if isinstance(value, Link):
         return f"[{markdown_text(value.text)}]({quote(value.url, safe=_URL_SAFE)})"
-    return markdown_text(fmt(value))
+    return markdown_text(cell_text(value, column))
 
 
-def _cell_html(value: Any) -> str:
+def _cell_html(value: Any, column: str = "") -> str:
     if isinstance(value, Toggle):
         return (f"<details><summary>{html_text(value.short)}</summary>"
                 f'<div class="full">{html_text(value.full)}</div></details>')
     if isinstance(value, Link):
         href = html_text(quote(value.url, safe=_URL_SAFE))
         return f'<a href="{href}">{cell_html(value.text)}</a>'
-    return cell_html(fmt(value))
+    return cell_html(cell_text(value, column))
+
+
+#: a column of p-values, by its name: ``McNemar exact p``, ``p (Holm)``, ``p_value_vs_chance``,
+#: ``grader_2/p_value_vs_chance``
+P_COLUMN = re.compile(r"(?i)(?:^|[\s_/(])p(?:[-_ ]?values?)?(?:$|[\s_/)])")
+
+
+def is_p_column(column: str) -> bool:
+    return bool(P_COLUMN.search(column))
+
+
+def cell_text(value: Any, column: str = "") -> str:
+    """A cell as every rendering of the report shows it (report.md, report.html, the LaTeX
+    exports): :func:`fmt`, but a number in a p-value column (:data:`P_COLUMN`) by
+    :func:`fmt_p`; a :class:`Toggle` shows its short text, a :class:`Link` its text."""
+    if isinstance(value, Toggle):
+        return value.short
+    if isinstance(value, Link):
+        return value.text
+    if is_p_column(column) and isinstance(value, int | float) and not isinstance(value, bool):
+        return fmt_p(value)
+    return fmt(value)
 
 
 #: what :class:`Link` leaves of a URL as it is (the rest percent-encoded: no space, parenthesis
@@ -117,6 +140,22 @@ def fmt(value: Any, digits: int = 3) -> str:
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
+
+
+def fmt_p(p: float) -> str:
+    """A p-value: ``<0.001`` below 0.001, else three significant digits (``0.0123``,
+    ``1.00``); :data:`MISSING` when missing."""
+    if is_missing(p):
+        return MISSING
+    if p < 0.001:
+        return "<0.001"
+    return f"{p:#.3g}"
+
+
+def p_text(p: float) -> str:
+    """A p-value in a sentence: ``p < 0.001``, ``p = 0.0123``."""
+    shown = fmt_p(p)
+    return f"p < {shown[1:]}" if shown.startswith("<") else f"p = {shown}"
 
 
 def fmt_ci(value: float, interval: Sequence[float], digits: int = 2) -> str:
@@ -146,10 +185,23 @@ def split_columns(cols: list[str], keys: int, max_columns: int = MAX_COLUMNS) ->
     return [head + rest[i : i + width] for i in range(0, len(rest), width)]
 
 
+@dataclass(frozen=True)
+class Table:
+    """A table as it was given, whole (its rows, every column): what its exports hold
+    (:mod:`med_evals.report.exports`); report.md and report.html show it in parts when wide."""
+
+    rows: list[dict[str, Any]]
+    caption: str
+
+
 @dataclass
 class Document:
     title: str
     blocks: list[tuple[Any, ...]] = field(default_factory=list)
+    #: every table given, whole, in order
+    tables: list[Table] = field(default_factory=list)
+    #: each table part's block and the index of its table in :attr:`tables`
+    parts: list[tuple[tuple[Any, ...], int]] = field(default_factory=list)
 
     def h2(self, text: str) -> None:
         self.blocks.append(("h2", text))
@@ -170,10 +222,24 @@ class Document:
                 self.p(f"{caption}: {empty}" if caption else empty, "note")
             return
         cols = list(dict.fromkeys(c for r in rows for c in r))
+        whole = [{c: r.get(c) for c in cols} for r in rows]
+        self.tables.append(Table(whole, caption))
         parts = split_columns(cols, keys)
         for i, part in enumerate(parts):
             cap = caption if len(parts) == 1 else f"{caption} (part {i + 1} of {len(parts)})"
-            self.blocks.append(("table", [{c: r.get(c) for c in part} for r in rows], cap))
+            block = ("table", [{c: r.get(c) for c in part} for r in rows], cap)
+            self.blocks.append(block)
+            self.parts.append((block, len(self.tables) - 1))
+
+    def table_of(self, block: tuple[Any, ...]) -> int | None:
+        """The index in :attr:`tables` of the table a block is a part of (None: not one)."""
+        return next((i for b, i in self.parts if b is block), None)
+
+    def links(self, text: str, links: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+        """A line of ``text`` followed by links (each (text, a relative URL we built: its
+        parts percent-encoded)), e.g. a table's exports; returned as a block, for the caller to
+        place."""
+        return ("links", text, tuple(links))
 
     def figure(self, path: Path | None, caption: str, empty: str = "") -> None:
         """A figure, or the ``empty`` note when there was nothing to draw (``path`` None)."""
@@ -206,8 +272,12 @@ class Document:
                 out.append("| " + " | ".join(markdown_text(c) for c in cols) + " |")
                 out.append("|" + "---|" * len(cols))
                 for r in rows:
-                    out.append("| " + " | ".join(_cell_md(r.get(c)) for c in cols) + " |")
+                    out.append("| " + " | ".join(_cell_md(r.get(c), c) for c in cols) + " |")
                 out.append("")
+            elif kind == "links":
+                links = " · ".join(f"[{markdown_text(t)}]({quote(u, safe=_URL_SAFE)})"
+                                   for t, u in block[2])
+                out += [f"{markdown_text(block[1])} {links}", ""]
             elif kind == "img":
                 # parentheses too, so no text of the caption reads as the figure's link
                 alt = markdown_text(block[2]).replace("(", "\\(").replace(")", "\\)")
@@ -237,13 +307,19 @@ class Document:
                 head = "".join(f"<th>{cell_html(c)}</th>" for c in cols)
                 body = "".join(
                     "<tr>"
-                    + "".join(f"<td>{_cell_html(r.get(c))}</td>" for c in cols)
+                    + "".join(f"<td>{_cell_html(r.get(c), c)}</td>" for c in cols)
                     + "</tr>"
                     for r in rows
                 )
                 parts.append(
                     f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 )
+            elif kind == "links":
+                links = " · ".join(
+                    f'<a href="{html_text(quote(u, safe=_URL_SAFE))}">{html_text(t)}</a>'
+                    for t, u in block[2]
+                )
+                parts.append(f'<p class="note">{html_text(block[1])} {links}</p>')
             elif kind == "img":
                 data = base64.b64encode(block[1].read_bytes()).decode("ascii")
                 alt = html_text(block[2])

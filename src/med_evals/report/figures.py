@@ -1,13 +1,14 @@
 """Matplotlib figures for the report (Agg backend, PNG files, fixed metadata so the files are
 byte-stable). A figure with nothing to draw is not drawn: the functions return None and the
 report says why instead of showing empty axes. Every text is drawn as it reads (:func:`plain`):
-never as matplotlib's math."""
+never as matplotlib's math. A title is drawn whole: wrapped onto as many lines as it needs to
+fit the figure's width (:func:`fit_title`), never cut at the figure's edge."""
 
 from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib
@@ -15,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.text import Text  # noqa: E402
 
 from med_evals.report.document import MISSING  # noqa: E402
 from med_evals.safe_text import terminal  # noqa: E402
@@ -22,6 +24,8 @@ from med_evals.safe_text import terminal  # noqa: E402
 DPI = 100
 #: Figures fit the report's 1,180-pixel column at this DPI.
 MAX_WIDTH_IN = 11.5
+#: the fewest characters a title's lines are wrapped at
+MIN_WRAP = 12
 _PNG = {"Software": None}  # no matplotlib version in the file: same input, same bytes
 
 
@@ -38,6 +42,25 @@ def plain(text: str) -> str:
 def _wrap(text: str, width: int) -> str:
     text = plain(text)
     return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def _inside(fig: plt.Figure, text: Text) -> bool:
+    box = text.get_window_extent(fig.canvas.get_renderer())
+    return box.x0 >= -0.5 and box.x1 <= fig.bbox.width + 0.5
+
+
+def fit_title(
+    fig: plt.Figure, text: Text, title: str, width: int, layout: Callable[[], object]
+) -> None:
+    """Wrap ``title`` at ``width`` characters, and at fewer while the laid-out ``text`` runs
+    past either edge of ``fig`` (``layout``: lays the figure out again), so the title is shown
+    whole however long it is and however narrow the figure."""
+    while True:
+        text.set_text(_wrap(title, width))
+        layout()
+        if _inside(fig, text) or width <= MIN_WRAP:
+            return
+        width = max(MIN_WRAP, int(width * 0.8))
 
 
 def grouped_bars(
@@ -77,11 +100,10 @@ def grouped_bars(
         ax.axhline(reference, color="grey", linestyle="--", linewidth=1)
     ax.set_xticks(x, [_wrap(g, 18) for g in groups], rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(ylabel)
-    ax.set_title(_wrap(title, 90), fontsize=10)
     if ylim:
         ax.set_ylim(*ylim)
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    fig.tight_layout()
+    fit_title(fig, ax.set_title("", fontsize=10), title, 90, fig.tight_layout)
     fig.savefig(path, dpi=DPI, metadata=_PNG)
     plt.close(fig)
     return path
@@ -107,7 +129,7 @@ def confusion_panels(
     )
     for ax in axes.flat:
         ax.axis("off")
-    ticks = [lab[:3] for lab in labels]
+    ticks = [plain(lab) for lab in labels]
     for ax, (name, matrix) in zip(axes.flat, panels, strict=False):
         arr = np.asarray(matrix)
         ax.axis("on")
@@ -118,7 +140,8 @@ def confusion_panels(
         ax.set_title(_wrap(name, 30), fontsize=7.5)
         ax.set_xticks(range(len(labels)), ticks, fontsize=7)
         ax.set_yticks(range(len(labels)), ticks, fontsize=7)
-    fig.suptitle(plain(title) + " (rows: truth, columns: prediction)", fontsize=10)
+    fit_title(fig, fig.suptitle("", fontsize=10), title + " (rows: truth, columns: prediction)",
+              120, fig.draw_without_rendering)
     fig.savefig(path, dpi=DPI, metadata=_PNG)
     plt.close(fig)
     return path

@@ -204,7 +204,7 @@ def metric_set_rows(
             continue
         conds = ordered_conditions(study, set(g.conditions()))
         by_cond: dict[str, dict[str, float]] = {}
-        for key, value in metric_values(metrics, g.values).items():
+        for key, value in metric_values(metrics, g.values, counts=True).items():
             cond, sep, name = key.partition("/")
             if not sep or cond not in conds:
                 cond, name = conds[0], key

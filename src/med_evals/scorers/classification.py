@@ -19,6 +19,7 @@ read back from a log (the report's and the gate's full metric set).
 from __future__ import annotations
 
 import math
+import numbers
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
@@ -359,22 +360,34 @@ def headline(study: Study | str, label_set: str | None = None) -> Metric:
 
 
 def metric_values(
-    metrics: Sequence[Metric | dict[str, list[Metric]]], values: Mapping[str, Mapping[str, Any]]
+    metrics: Sequence[Metric | dict[str, list[Metric]]], values: Mapping[str, Mapping[str, Any]],
+    counts: bool = False,
 ) -> dict[str, float]:
     """``metrics`` computed over per-sample score values (sample id -> value), named as Inspect
     names them in a log: a metric returning a dict gives one entry per key.
 
     The report calls a scorer's full metric set through this, so it shows those numbers whether
-    the run logged them (``-T metrics=full``) or only its headline.
+    the run logged them (``-T metrics=full``) or only its headline. Every number is a float, as
+    Inspect logs it; with ``counts``, a number the metric gave as an integer (a count: ``n``,
+    ``judge_failures``) stays one, so a table prints ``12``, not ``12.000``.
     """
     scores = [SampleScore(score=Score(value=dict(v)), sample_id=sid) for sid, v in values.items()]
     out: dict[str, float] = {}
+
+    def number(v: Any) -> float:
+        return int(v) if counts and is_count(v) else float(v)
+
     for m in metrics:
         if not callable(m):
             raise TypeError("metric_values: per-key metric dicts are not supported")
         value = cast(Any, m)(scores)  # a Metric of SampleScores (ours all are)
         if isinstance(value, Mapping):
-            out.update({str(k): float(v) for k, v in value.items() if v is not None})
+            out.update({str(k): number(v) for k, v in value.items() if v is not None})
         elif isinstance(value, int | float):
-            out[registry_unqualified_name(m)] = float(value)
+            out[registry_unqualified_name(m)] = number(value)
     return out
+
+
+def is_count(value: Any) -> bool:
+    """An integer (Python's or numpy's), not a boolean: a metric's count."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -15,8 +15,9 @@ its graders gave, among those that gave one; a tie for most is its own outcome, 
 (``ties``) and left out of the shares like a judge failure, never broken. A rating (1-5) is the
 median of the graders' ratings (two graders: their mean, so a half point). Each grader's own
 numbers are logged beside the verdict's under ``<role>/<key>`` (``grader_2/agrees``), and the
-agreement between graders under ``jury/`` (Cohen's kappa for two, Fleiss' kappa for more, the
-share of items they split on). docs/numbers.md, "Judges and juries".
+agreement between graders under ``jury/`` (Cohen's kappa for two, Fleiss' kappa for more,
+Krippendorff's alpha by Inspect's ``krippendorff_alpha``, the share of items they split on).
+docs/numbers.md, "Judges and juries".
 
 **The text under judgement is quoted data.** Each text the grader judges (and the question and
 reference beside it) sits between its own tags (``<candidate_answer>`` ... ``</candidate_answer>``),
@@ -52,7 +53,7 @@ import statistics
 import warnings
 from collections import Counter
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 import numpy as np
 from inspect_ai.model import (
@@ -64,7 +65,16 @@ from inspect_ai.model import (
     get_model,
     model_roles,
 )
-from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
+from inspect_ai.scorer import (
+    Metric,
+    SampleScore,
+    Score,
+    Scorer,
+    Target,
+    krippendorff_alpha,
+    metric,
+    scorer,
+)
 from inspect_ai.solver import TaskState
 from inspect_ai.util import collect
 from scipy.stats import binomtest
@@ -231,17 +241,44 @@ def kappa(items: Sequence[Sequence[Hashable]]) -> float:
         return float(fleiss_kappa(table, method="fleiss"))
 
 
-def jury_agreement(items: Sequence[Sequence[Hashable | None]], graders: int) -> dict[str, float]:
+#: the measurement level of Krippendorff's alpha: ``nominal`` for grades (agreement, the edited
+#: abstract), ``ordinal`` for ratings 1-5 (ours: ordered categories whose gaps are not assumed
+#: equal)
+AlphaLevel = Literal["nominal", "ordinal"]
+
+
+def alpha(items: Sequence[Sequence[Hashable | None]], level: AlphaLevel = "nominal") -> float:
+    """Krippendorff's alpha of the graders' grades, by Inspect's ``krippendorff_alpha`` (one
+    unit per item: its grades, a grader's failure (``None``) left out, as alpha treats a missing
+    value), over the items at least two graders graded. NaN with no such item; 1.0 when every
+    grade is the same (Inspect's convention: no disagreement expected, none seen)."""
+    units = [[g for g in row if g is not None] for row in items]
+    scores = [
+        SampleScore(score=Score(value=cast(Any, unit)), sample_id=i)
+        for i, unit in enumerate(units)
+        if len(unit) >= 2  # Inspect skips the others too, with a warning
+    ]
+    if not scores:
+        return math.nan
+    return float(cast(Any, krippendorff_alpha(level=level))(scores))
+
+
+def jury_agreement(
+    items: Sequence[Sequence[Hashable | None]], graders: int, level: AlphaLevel = "nominal"
+) -> dict[str, float]:
     """How far the graders agree, over the items put to them (``None``: that grader's failure):
     ``jury/kappa`` and ``jury/split_share`` (share of items whose grades are not all the same)
-    over the ``jury/kappa_items`` every grader graded; ``jury/incomplete``: items some graders
-    failed on and others graded (their verdict rests on fewer graders)."""
+    over the ``jury/kappa_items`` every grader graded; ``jury/alpha``: Krippendorff's alpha
+    (:func:`alpha`, at ``level``) over the items two or more graders graded;
+    ``jury/incomplete``: items some graders failed on and others graded (their verdict rests on
+    fewer graders)."""
     complete = [list(row) for row in items if all(g is not None for g in row)]
     split = sum(len(set(row)) > 1 for row in complete)
     return {
         f"{JURY}/graders": graders,
         f"{JURY}/kappa": kappa(complete),  # type: ignore[arg-type]
         f"{JURY}/kappa_items": len(complete),
+        f"{JURY}/alpha": alpha(items, level),
         f"{JURY}/split_share": split / len(complete) if complete else math.nan,
         f"{JURY}/incomplete": sum(
             1 for row in items if None in row and any(g is not None for g in row)
@@ -553,7 +590,7 @@ def plausibility_summary() -> Metric:
             for v in vals
             for key in ("cf_rating", "orig_rating")
         ]
-        out.update(jury_agreement(items, len(roles)))
+        out.update(jury_agreement(items, len(roles), "ordinal"))
         fields = ("cf_rating", "orig_rating", "judge_failures")
         for role in roles:
             out.update(_prefixed(role, _plausibility_numbers(role_values(vals, role, fields))))
@@ -840,3 +877,12 @@ def conclusion_agreement(
         )
 
     return score
+
+
+#: each judge scorer (by the name a log gives it) and the metric it logs: the report computes a
+#: judge's numbers from its per-sample values with this very function
+JUDGE_METRICS: dict[str, Callable[[], Metric]] = {
+    "conclusion_agreement": agreement_shares,
+    "plausibility_judge": plausibility_summary,
+    "detectability_judge": detectability,
+}
