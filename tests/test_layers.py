@@ -5,7 +5,8 @@ file or inside a function alike; imports only for type checking are not counted)
 
 0. base: ``_compat``, ``exit_codes``, ``stats``, ``reference``, ``batching``, ``params``,
    ``data``, ``subsets``, ``log_files``, ``study`` (the :class:`Study` spec's shape),
-   ``setup`` (what makes two runs comparable), ``outputs`` (every file a command writes),
+   ``setup`` (what makes two runs comparable), ``shards`` (a run's shards by task
+   parameter), ``outputs`` (every file a command writes),
    ``safe_text`` (escapes for each destination), and what a number can say: ``trivial``
    (trivial baselines: handed a spec, never importing one), ``power`` (detectable
    differences), ``ranking`` (which runs can be told apart) and ``clustered`` (intervals
@@ -36,7 +37,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "med_evals"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ["__init__", "_compat", "exit_codes", "stats", "reference_text", "batching", "params",
-         "data", "subsets", "log_files", "spec", "setup", "outputs", "safe_text",
+         "data", "subsets", "log_files", "spec", "setup", "shards", "outputs", "safe_text",
          "trivial", "power", "ranking", "clustered"],
         0,
     ),

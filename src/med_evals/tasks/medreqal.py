@@ -34,6 +34,7 @@ from med_evals.params import (
     Flag,
     Integer,
     IsoDate,
+    ShardOf,
     Text,
     check_params,
 )
@@ -52,6 +53,7 @@ from med_evals.scorers.medreqal import (
     verdict_value,
 )
 from med_evals.scorers.reducers import majority_label
+from med_evals.shards import sharded
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.medreqal import PAPER_MODELS, prompt_messages, prompted_samples
 from med_evals.spec import (
@@ -97,6 +99,7 @@ def verdict_params() -> dict[str, Check]:
         "subset": Text(),
         "epochs": Integer(minimum=1),
         "metrics": Choice(values=METRIC_SETS),
+        "shard": ShardOf(),
     }
 
 
@@ -318,6 +321,7 @@ def medreqal(
     source: str = "github",
     published_after: str | None = None,
     metrics: str = "headline",
+    shard: str | None = None,
     **unknown: Any,
 ) -> Task:
     """MedREQAL, zero-shot, one question per sample.
@@ -356,6 +360,9 @@ def medreqal(
             the console fit a screen; ``full``: also the numbers over valid replies, label
             counts, confusion cells, strata by category and strength, generation counts and
             evidence mentions. ``med-evals report`` shows all of them from either log.
+        shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the questions selected by
+            the other parameters (round-robin: :mod:`med_evals.shards`); the shards' logs read
+            back as one run. Default: all.
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
@@ -374,7 +381,7 @@ def medreqal(
         df = published_after_rows(df, published_after, path)
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
-    return verdict_task(
+    return sharded("medreqal", verdict_task(
         SPEC,
         samples,
         path,
@@ -393,7 +400,7 @@ def medreqal(
             "generation_reference": "conclusion",
             "published_after": published_after,
         },
-    )
+    ), p.shard)
 
 
 SPEC = Study(
