@@ -17,7 +17,8 @@ file or inside a function alike; imports only for type checking are not counted)
 4. ``studies`` (the list of specs) and ``recorded/`` (tools over recorded replies and logs
    that are not tasks: score-recorded, recorded-to-replay, export-counterfactuals)
 5. ``logs`` (runs read back) and ``usage`` (tokens and cost of a run, from its log)
-6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample)
+6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample),
+   ``launch`` (``med-evals run``: a task's shards in several processes)
 7. ``cli``, ``_registry``
 
 Within a layer, the folders' graph has no cycle (e.g. ``tasks/`` may use ``builders/``, never
@@ -56,6 +57,7 @@ LAYERS: dict[str, int] = {
     "report": 6,
     "main_job": 6,
     "diff": 6,
+    "launch": 6,
     "cli": 7,
     "_registry": 7,
 }
