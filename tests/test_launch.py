@@ -1,10 +1,13 @@
 """``med-evals run TASK --processes N``: a task's shards in N ``inspect eval`` processes into one
-log folder, read back as one run; run again, it resumes only the shards that did not finish.
-Loopback only (the fake OpenAI-compatible server)."""
+log folder, read back as one run; run again, it resumes only the shards that did not finish. And
+the team recipe's Slurm and Kubernetes forms (docs/scale.md): ``-T shard=i/N`` from the job's
+index, several processes into one S3 store, then report, baseline and gate over the store.
+Loopback only (the fake OpenAI-compatible server, moto's S3 server)."""
 
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
 import zipfile
@@ -24,13 +27,15 @@ from med_evals.launch import (
     run_key,
 )
 from med_evals.params import Shard
-from med_evals.regress import make_baseline
+from med_evals.regress import decide, make_baseline, regress
 from med_evals.report import build_report
 from med_evals.runs import load_runs
 
+from .support import N_BOOT
 from .support.fake_openai import FakeOpenAIServer
 from .support.healthfc_claims import healthfc_csv, verdict_reply
 
+REPO = Path(__file__).resolve().parents[1]
 FAKE = ["--model", "openai-api/fake/fake"]
 
 
@@ -210,3 +215,76 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
     [run], skipped = load_runs([logs])
     assert run.partial is None and len(run.values) == 40
     assert [s.split(": ")[0] for s in skipped] == [killed]
+
+
+#: the shard of a job from its index, as docs/scale.md gives it (Slurm array, Indexed Job)
+SLURM = "-T shard=$((SLURM_ARRAY_TASK_ID + 1))/$N"
+KUBERNETES = "-T shard=$((JOB_COMPLETION_INDEX + 1))/$N"
+
+
+def _recipes() -> tuple[str, dict]:
+    """docs/scale.md's Slurm script (the bash block that reads ``SLURM_ARRAY_TASK_ID``) and
+    Indexed Job (its YAML block)."""
+    import yaml
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (REPO / "docs" / "scale.md").read_text(), re.S)
+    [slurm] = [b for lang, b in blocks if lang == "bash" and "SLURM_ARRAY_TASK_ID" in b]
+    [job] = [yaml.safe_load(b) for lang, b in blocks if lang == "yaml" and "Indexed" in b]
+    assert SLURM in slurm
+    return slurm, job
+
+
+@pytest.mark.slow
+def test_the_slurm_and_kubernetes_recipes_into_one_store(tmp_path, monkeypatch):
+    """docs/scale.md's Slurm script and Indexed Job, as written there, run at once as the two
+    shards of one run (array task 0 of 2; completion index 1 of 2), into one S3 store; report,
+    baseline and gate over the store read one run, the numbers of the run made in one
+    piece."""
+    import os
+
+    from inspect_ai import eval as inspect_eval
+
+    from med_evals.tasks.oncology_rct import oncology_rct
+
+    from .oncology_support import big_fixture_csv, install_fixture
+    from .support.s3 import s3_server
+
+    slurm, job = _recipes()
+    spec = job["spec"]
+    [container] = spec["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert spec["completionMode"] == "Indexed" and env["N"] == str(spec["completions"])
+    assert container["command"] == ["bash", "-c"] and KUBERNETES in container["args"][0]
+    install_fixture(tmp_path / "onc", monkeypatch, big_fixture_csv(tmp_path, copies=2))
+    monkeypatch.setenv("FAKE_API_KEY", "local")
+    with s3_server() as s3, FakeOpenAIServer() as server:
+        store = s3.make_bucket("team-evals") + "/2026-12/oncology-fake"
+        # the job's environment (the Job's own for the pod), the model and store ours
+        ours = {"MODEL": "openai-api/fake/fake", "STORE": store,
+                "FAKE_BASE_URL": server.base_url}
+        jobs = [(slurm, {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "2"}),
+                (container["args"][0], {**env, "N": "2", "JOB_COMPLETION_INDEX": "1"})]
+        procs = [subprocess.Popen(["bash", "-c", script], env={**os.environ, **job_env, **ours},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for script, job_env in jobs]
+        for p in procs:
+            out, _ = p.communicate(timeout=240)
+            assert p.returncode == 0, out
+        assert {k.split("/")[2] for k in s3.keys(store) if k.endswith(".eval")} == {
+            "shard-0", "shard-1"}
+        [whole] = inspect_eval(oncology_rct(condition="study"), model="openai-api/fake/fake",
+                               model_base_url=server.base_url, log_dir=str(tmp_path / "whole"),
+                               display="none")
+        assert whole.status == "success"
+        [run], _ = load_runs([store])
+        [local], _ = load_runs([tmp_path / "whole"])
+        assert run.partial is None and len(run.values) == 60 and len(run.logs()) == 2
+        assert run.values == local.values
+        report = build_report([store], tmp_path / "report", n_boot=10)
+        assert {(r.label, r.n) for r in report.headline} == {("openai-api/fake/fake", 12)}
+        assert len(report.headline) == 5 and not any("partial" in w for w in report.warnings)
+        assert [len(r["samples"]) for r in make_baseline([store])["runs"]] == [60]
+        rows, _ = regress(make_baseline([tmp_path / "whole"]), [store], n_boot=N_BOOT)
+        assert decide(rows).code == 0
+
+
