@@ -42,7 +42,7 @@ from inspect_ai.log import read_eval_log
 from med_evals.exit_codes import FAILED, OK, CommandError
 from med_evals.log_files import LogPathError, is_remote, list_log_files
 from med_evals.params import Shard
-from med_evals.runs import load_runs, shard_of
+from med_evals.runs import LogSkipped, Run, load_runs, merge_shards, run_of, shard_of
 from med_evals.safe_text import terminal
 from med_evals.shards import SHARD_ARG
 from med_evals.studies import STUDIES
@@ -395,10 +395,28 @@ def outcome(task: str, count: int, log_dir: str, key: str,
     return out
 
 
+def read_back(logs: Sequence[str]) -> tuple[list[Run], list[str]]:
+    """The shards' logs read back as ``med-evals report`` reads them (:func:`merge_shards`),
+    from their headers where each holds its per-sample reduced values (Inspect's
+    ``reductions``: no sample record is read, 0.01 s a log instead of 0.3 s for 375 samples);
+    else from the whole logs."""
+    headers = [read_eval_log(p, header_only=True) for p in logs]
+    if not all(h.reductions for h in headers):
+        return load_runs(logs)
+    runs, skipped = [], []
+    for header, path in zip(headers, logs, strict=True):
+        try:
+            runs.append(run_of(header, path))
+        except LogSkipped as ex:
+            skipped.append(str(ex))
+    merged, _ = merge_shards(runs)
+    return merged, skipped
+
+
 def headline_line(logs: Sequence[str]) -> str:
     """The merged run's headline (its logs read back as one run, as ``med-evals report``
     does), or :class:`CommandError` (exit 1) when they are not one whole run."""
-    runs, skipped = load_runs(logs)
+    runs, skipped = read_back(logs)
     if len(runs) != 1 or runs[0].partial:
         why = "; ".join([*(f"{r.task} / {r.model}: {r.partial or 'a run'}" for r in runs),
                          *skipped]) or "no run read"
