@@ -273,15 +273,16 @@ class Progress:
             old = self.seen.get(name)
             if old is None or old[0] != mtime:
                 try:
-                    with zipfile.ZipFile(path) as z:
-                        n = sum(1 for x in z.namelist() if x.startswith("samples/"))
+                    with zipfile.ZipFile(path) as z:  # a sample written again: one entry
+                        n = len({x for x in z.namelist() if x.startswith("samples/")})
                 except (OSError, zipfile.BadZipFile):
                     n = old[1] if old else 0
                 self.seen[name] = (mtime, n)
             n = self.seen[name][1]
             shard, size = total
             best = per_shard.get(shard, (0, size))
-            per_shard[shard] = (max(best[0], n), size)  # a retry's log holds the killed one's
+            # a retry's log holds the killed one's samples; never more than the shard's
+            per_shard[shard] = (min(max(best[0], n), size), size)
         return (sum(n for n, _ in per_shard.values()),
                 sum(size for _, size in per_shard.values()))
 
