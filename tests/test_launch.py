@@ -206,7 +206,10 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
         server.latency = 0.0
         asked = server.counts["ok"]
         assert cli_main(argv) == 0
-        out, _ = capsys.readouterr()
+        out, err = capsys.readouterr()
+        # the progress counts the reused shard's samples and the resumed one's, each once
+        assert err.strip().splitlines()[-1].startswith(
+            "healthfc: 40 of 40 samples (100%), 0 of 2 shards running, 2 finished, ")
         assert any(x.startswith("shard 1/2 finished before: ") and x.endswith("(reused)")
                    for x in out.splitlines())
         assert f"shard 2/2 resumed from {killed} (inspect eval-retry)" in out
