@@ -503,20 +503,31 @@ def test_healthfc_shards_read_back_as_the_whole_run(tmp_path):
 def test_a_label_study_takes_shards_without_naming_them(tmp_path):
     """A study of the factory (label_study) takes -T shard=i/N though its @task function does
     not name it (it arrives in **unknown)."""
+    import sys
+
+    from med_evals.spec import STUDIES, register
+
     mp = pytest.MonkeyPatch()
     here = Path(__file__).parent / "studies"
     mp.setenv("MED_EVALS_MANIFEST_DIR", str(here / "manifests"))
     mp.setenv("MED_EVALS_DATA_DIR", str(here / "data"))
-    from med_evals.spec import STUDIES
-
+    name = f"{__package__}.studies.toy_yesno"
+    imported = name in sys.modules  # then its study is registered only if still in STUDIES
     try:
         from .studies import toy_yesno
 
+        if "toy_yesno" not in STUDIES:
+            register(toy_yesno.SPEC)
         model = get_model("mockllm/crc", custom_outputs=replying(_crc_reply(
             ["yes", "No.", "maybe", "I cannot say"])))
         whole, _ = _read_back_as_the_whole_run(*_whole_and_shards(
             toy_yesno.toy_yesno, 3, model, tmp_path), 3)
         assert len(whole.values) == 10
-    finally:
+    finally:  # as before: a module imported here is imported afresh (and registered) later
         STUDIES.pop("toy_yesno", None)
+        if not imported:
+            sys.modules.pop(name, None)
+            parent = sys.modules.get(name.rsplit(".", 1)[0])
+            if parent is not None and hasattr(parent, "toy_yesno"):
+                delattr(parent, "toy_yesno")
         mp.undo()

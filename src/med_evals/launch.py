@@ -230,6 +230,8 @@ class Progress:
     key: str
     log_dir: str
     since: float
+    #: the shards running now (the logs of the others are not counted: they are in ``base``)
+    shards: set[int] = field(default_factory=set)
     base: int = 0  # samples of the shards already finished before this command
     seen: dict[str, tuple[float, int]] = field(default_factory=dict)
     totals: dict[str, tuple[int, int]] = field(default_factory=dict)  # path -> (shard, total)
@@ -245,7 +247,8 @@ class Progress:
             except Exception:  # noqa: BLE001 - not written far enough yet: next time
                 return None
             shard = shard_of({"task_args": header.eval.task_args})
-            if (header.eval.metadata or {}).get(RUN_KEY) != self.key or shard is None:
+            if ((header.eval.metadata or {}).get(RUN_KEY) != self.key or shard is None
+                    or shard.index not in self.shards):
                 self.skip.add(name)
                 return None
             epochs = header.eval.config.epochs or 1
@@ -451,7 +454,7 @@ def launch(task: str, processes: int, flags: Sequence[str], log_dir: str,
         if p.resumes:
             out(terminal(f"shard {p.shard} resumed from {p.resumes} (inspect eval-retry)"))
     if todo:
-        progress = Progress(key, log_dir, time.time() - 1.0)
+        progress = Progress(key, log_dir, time.time() - 1.0, {p.shard.index for p in todo})
         progress.base = sum(_samples(x.path) for x in done)
         try:
             with _sigterm_interrupts():
