@@ -5,7 +5,8 @@ file or inside a function alike; imports only for type checking are not counted)
 
 0. base: ``_compat``, ``exit_codes``, ``stats``, ``reference``, ``batching``, ``params``,
    ``data``, ``subsets``, ``log_files``, ``study`` (the :class:`Study` spec's shape),
-   ``setup`` (what makes two runs comparable), ``outputs`` (every file a command writes),
+   ``setup`` (what makes two runs comparable), ``shards`` (a run's shards by task
+   parameter), ``outputs`` (every file a command writes),
    ``safe_text`` (escapes for each destination), and what a number can say: ``trivial``
    (trivial baselines: handed a spec, never importing one), ``power`` (detectable
    differences), ``ranking`` (which runs can be told apart) and ``clustered`` (intervals
@@ -16,7 +17,8 @@ file or inside a function alike; imports only for type checking are not counted)
 4. ``studies`` (the list of specs) and ``recorded/`` (tools over recorded replies and logs
    that are not tasks: score-recorded, recorded-to-replay, export-counterfactuals)
 5. ``logs`` (runs read back) and ``usage`` (tokens and cost of a run, from its log)
-6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample)
+6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample),
+   ``launch`` (``med-evals run``: a task's shards in several processes)
 7. ``cli``, ``_registry``
 
 Within a layer, the folders' graph has no cycle (e.g. ``tasks/`` may use ``builders/``, never
@@ -36,7 +38,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "med_evals"
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ["__init__", "_compat", "exit_codes", "stats", "reference_text", "batching", "params",
-         "data", "subsets", "log_files", "spec", "setup", "outputs", "safe_text",
+         "data", "subsets", "log_files", "spec", "setup", "shards", "outputs", "safe_text",
          "trivial", "power", "ranking", "clustered"],
         0,
     ),
@@ -55,6 +57,7 @@ LAYERS: dict[str, int] = {
     "report": 6,
     "main_job": 6,
     "diff": 6,
+    "launch": 6,
     "cli": 7,
     "_registry": 7,
 }

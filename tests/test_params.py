@@ -19,6 +19,8 @@ from med_evals.params import (
     Pairs,
     ParamError,
     Paths,
+    Shard,
+    ShardOf,
     Text,
     check_params,
 )
@@ -101,6 +103,38 @@ def test_flip_pairs_name_known_conditions_in_the_run():
         check_params("t", values("title_abstract", "all"), p=pairs, c=c)
     with pytest.raises(ParamError, match="compares doi_only, not in this run; add doi_only"):
         check_params("t", values("title_abstract:doi_only", "title_abstract"), p=pairs, c=c)
+
+
+def test_a_shard_is_i_of_n():
+    # -T shard=2/8 arrives as the string "2/8" (YAML), -T shard=3 as the integer 3
+    assert yaml.safe_load("2/8") == "2/8"
+    assert one(ShardOf(), "2/8") == Shard(2, 8) and str(Shard(2, 8)) == "2/8"
+    assert one(ShardOf(), " 1 / 1 ") == Shard(1, 1) and one(ShardOf(), None) is None
+    assert bad(ShardOf(), "3/2") == ("t: -T x=3/2: there is no shard 3 of 2; i counts from 1 to "
+                                     "N (1/2 to 2/2)")
+    assert bad(ShardOf(), "0/4") == ("t: -T x=0/4: there is no shard 0 of 4; i counts from 1 to "
+                                     "N (1/4 to 4/4)")
+    assert bad(ShardOf(), "1/0") == "t: -T x=1/0: N must be at least 1 (i/N: shard i of N)"
+    for value in ("x", 3, "2/8/1", "a/b", "2-8"):
+        assert bad(ShardOf(), value) == (f"t: -T x={value}: must be i/N, shard i of N counted "
+                                         "from 1, e.g. 2/8")
+
+
+@pytest.mark.parametrize("task_fn", [t for t in TASKS if t is not counterfactual_judges],
+                         ids=lambda t: t.__name__)
+def test_every_evaluation_task_checks_its_shard(task_fn, tmp_path, monkeypatch):
+    """One line for a shard that does not exist, before any data is read (the data directory
+    is empty here)."""
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(tmp_path))
+    name = task_fn.__name__
+    for value, problem in (
+        ("3/2", "there is no shard 3 of 2; i counts from 1 to N (1/2 to 2/2)"),
+        ("0/4", "there is no shard 0 of 4; i counts from 1 to N (1/4 to 4/4)"),
+        ("x", "must be i/N, shard i of N counted from 1, e.g. 2/8"),
+    ):
+        with pytest.raises(ParamError) as err:
+            task_fn(shard=value)
+        assert str(err.value) == f"{name}: -T shard={value}: {problem}"
 
 
 def test_paths(tmp_path):

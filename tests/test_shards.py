@@ -5,6 +5,7 @@ recommended run settings (``--no-log-realtime``) change no logged number."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ from med_evals.runs import load_runs
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
-from .oncology_support import oncology_module
+from .oncology_support import FIXTURE_CSV, oncology_module
 from .support import N_BOOT
 
 
@@ -217,3 +218,316 @@ def _logs(folder):
     from med_evals.runs import expand_log_paths
 
     return expand_log_paths([folder])
+
+
+# --- shards by task parameter (-T shard=i/N: med_evals.shards) ------------------------------
+
+
+def _crc_reply(labels):
+    """A reply naming one of ``labels``, chosen by the prompt's text (the same in every run)."""
+    import zlib
+
+    return lambda text: labels[zlib.crc32(text.encode()) % len(labels)]
+
+
+def _whole_and_shards(make, n: int, model, tmp: Path, **eval_kw) -> tuple[Path, Path]:
+    """``make()`` run whole into ``tmp/whole``, and ``make(shard=i/n)`` for each shard into
+    ``tmp/sharded`` (one eval call, one log each)."""
+    [whole] = inspect_eval(make(), model=model, display="none", log_dir=str(tmp / "whole"),
+                           **eval_kw)
+    shards = inspect_eval([make(shard=f"{i}/{n}") for i in range(1, n + 1)], model=model,
+                          display="none", log_dir=str(tmp / "sharded"), **eval_kw)
+    assert whole.status == "success" and [s.status for s in shards] == ["success"] * n
+    return tmp / "whole", tmp / "sharded"
+
+
+def _read_back_as_the_whole_run(whole_dir: Path, sharded_dir: Path, n: int):
+    """The shards' logs read back as one whole run whose numbers are the unsharded run's."""
+    from inspect_ai.log import read_eval_log
+
+    [whole], _ = load_runs([whole_dir])
+    [sharded], _ = load_runs([sharded_dir])
+    assert sharded.partial is None and whole.partial is None
+    assert len(sharded.provenance["shards"]) == n
+    assert sharded.values == whole.values
+    assert sharded.headline_values() == whole.headline_values()
+    for cond, values in whole.by_condition().items():
+        assert sharded.headline_values(sharded.by_condition()[cond]) == whole.headline_values(
+            values)
+    assert sharded.metrics and json.dumps(sharded.metrics, sort_keys=True) == json.dumps(
+        {k: v for k, v in whole.metrics.items() if k in sharded.metrics}, sort_keys=True)
+    assert sharded.task_args == whole.task_args  # the merged run names no shard
+    assert sharded.setup == whole.setup
+    # each shard's log says which shard it is and how big the whole partition is
+    records = [read_eval_log(p, header_only=True).eval.metadata["shard"]
+               for p in sharded.provenance["shards"]]
+    assert [r["shard"] for r in records] == [f"{i}/{n}" for i in range(1, n + 1)]
+    assert {r["partition_samples"] for r in records} == {len(whole.values)}
+    assert sum(r["samples"] for r in records) == len(whole.values)
+    return whole, sharded
+
+
+@pytest.fixture(scope="module")
+def by_param(tmp_path_factory):
+    """The oncology study (30 trials, two conditions) run whole and as 4 shards by parameter;
+    then shard 2 once more, shards 3 and 4 at another temperature, into folders of their own."""
+    with oncology_module(tmp_path_factory, "by-param", copies=5) as (tmp, _):
+        model = get_model("mockllm/reader", custom_outputs=replying(_reader))
+
+        def make(**kw):
+            return oncology_rct(condition="title_abstract,counterfactual", **kw)
+
+        _whole_and_shards(make, 4, model, tmp)
+        inspect_eval(make(shard="2/4"), model=model, display="none", log_dir=str(tmp / "again"))
+        inspect_eval([make(shard="3/4"), make(shard="4/4")], model=model, display="none",
+                     log_dir=str(tmp / "warm"), temperature=0.5)
+    return tmp
+
+
+def _shard_logs(folder: Path) -> dict[str, Path]:
+    from inspect_ai.log import read_eval_log
+
+    return {read_eval_log(str(p), header_only=True).eval.task_args["shard"]: p
+            for p in sorted(folder.glob("*.eval"))}
+
+
+def _folder(tmp: Path, name: str, logs) -> Path:
+    import shutil
+
+    out = tmp / name
+    out.mkdir()
+    for log in logs:
+        shutil.copy(log, out / log.name)
+    return out
+
+
+@pytest.mark.slow
+def test_oncology_shards_by_parameter_read_back_as_the_whole_run(by_param, tmp_path):
+    """Every condition of a trial is in one shard (the flip rates pair them), the shards are
+    the trials round-robin, and report, baseline and gate see the whole run."""
+    from inspect_ai.log import read_eval_log
+
+    whole, sharded = _read_back_as_the_whole_run(by_param / "whole", by_param / "sharded", 4)
+    assert len(whole.values) == 60
+    trials = {}
+    for shard, path in _shard_logs(by_param / "sharded").items():
+        samples = read_eval_log(str(path)).samples or []
+        trials[shard] = {s.metadata["trial"] for s in samples}
+        per_trial = {t: {s.metadata["condition"] for s in samples if s.metadata["trial"] == t}
+                     for t in trials[shard]}
+        assert all(c == {"title_abstract", "counterfactual"} for c in per_trial.values())
+    order = sorted(set().union(*trials.values()))
+    assert trials == {f"{i}/4": set(order[i - 1::4]) for i in range(1, 5)}
+    # the flip rate pairs each trial's two conditions: merged, it is the whole run's
+    assert sharded.metrics["title_abstract~counterfactual"] == whole.metrics[
+        "title_abstract~counterfactual"]
+    a = build_report([by_param / "whole"], tmp_path / "a", n_boot=10)
+    b = build_report([by_param / "sharded"], tmp_path / "b", n_boot=10)
+    assert [(r.label, r.condition, r.n, r.values) for r in a.headline] == [
+        (r.label, r.condition, r.n, r.values) for r in b.headline]
+    assert not b.warnings
+    base = make_baseline([by_param / "whole"])
+    assert make_baseline([by_param / "sharded"])["runs"][0]["samples"] == base["runs"][0][
+        "samples"]
+    rows, _ = regress(base, [by_param / "sharded"], n_boot=N_BOOT)
+    assert decide(rows).code == 0 and all(r.old == r.new for r in rows if r.old == r.old)
+
+
+@pytest.mark.slow
+def test_missing_shards_are_named_everywhere(by_param, tmp_path, capsys):
+    from med_evals.cli import main as cli_main
+    from med_evals.diff import diff_runs, format_text
+
+    logs = _shard_logs(by_param / "sharded")
+    gap = _folder(tmp_path, "gap", [logs["1/4"], logs["3/4"]])
+    [run], _ = load_runs([gap])
+    assert run.partial == "30 of 60 samples (shards 2/4 and 4/4 missing)"
+    [single], _ = load_runs([logs["2/4"]])  # one shard alone: the others named
+    assert single.partial == "16 of 60 samples (shards 1/4, 3/4 and 4/4 missing)"
+    result = build_report([gap], tmp_path / "r", n_boot=10)
+    assert {r.label for r in result.headline} == {"mockllm/reader (partial)"}
+    [warning] = [w for w in result.warnings if "partial run" in w]
+    assert warning.endswith(") is a partial run: 30 of 60 samples (shards 2/4 and 4/4 "
+                            "missing); its row is marked (partial)")
+    baseline = tmp_path / "b.json"
+    assert cli_main(["baseline", str(by_param / "whole"), "-o", str(baseline)]) == 0
+    capsys.readouterr()
+    assert cli_main(["regress", "--n-boot", "200", "--baseline", str(baseline), str(gap)]) == 3
+    assert ("undecided: oncology_rct / mockllm/reader: partial run: 30 of 60 samples (shards "
+            "2/4 and 4/4 missing); 30 sample(s) of the baseline run are not in it: not "
+            "compared (give every shard's log, or finish the run)") in capsys.readouterr().out
+    [whole_log] = _logs(by_param / "whole")
+    text = format_text(diff_runs(whole_log, str(gap), n_boot=10))
+    assert "is a partial run: 30 of 60 samples (shards 2/4 and 4/4 missing)" in text
+
+
+@pytest.mark.slow
+def test_a_shard_given_twice_merges_nothing(by_param, tmp_path, capsys):
+    from med_evals.cli import main as cli_main
+
+    logs = _shard_logs(by_param / "sharded")
+    [again] = _shard_logs(by_param / "again").values()
+    twice = _folder(tmp_path, "twice", [*logs.values(), again])
+    runs, _ = load_runs([twice])
+    assert len(runs) == 5 and all(r.partial for r in runs)
+    names = ", ".join(sorted([logs["2/4"].name, again.name]))
+    for r in runs:
+        assert r.partial.endswith(f"; not merged: shard 2/4 has 2 logs ({names}); keep one log "
+                                  "of each shard"), r.partial
+    one = next(r for r in runs if r.task_args["shard"] == "1/4")
+    assert one.partial.startswith("16 of 60 samples (shards 2/4, 3/4 and 4/4 missing)")
+    result = build_report([twice], tmp_path / "r", n_boot=10)
+    assert {r.label for r in result.headline} == {
+        f"mockllm/reader, shard={i}/4 (partial)" for i in range(1, 5)}
+    # the baseline refuses the two logs of one shard; the gate cannot decide
+    assert cli_main(["baseline", str(twice), "-o", str(tmp_path / "b.json")]) == 2
+    assert "two runs of oncology_rct / mockllm/reader with the same task arguments and setup" in (
+        capsys.readouterr().err)
+    base = make_baseline([by_param / "whole"])
+    rows, _ = regress(base, [twice], n_boot=N_BOOT)
+    assert decide(rows).code == 3
+
+
+@pytest.mark.slow
+def test_a_killed_shard_leaves_a_partial_run(by_param, tmp_path):
+    """A shard killed mid-way (its log ``started`` with half its samples, as a kill leaves it):
+    its run is partial, the shard named missing and its log as not finished; the gate cannot
+    decide."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    logs = _shard_logs(by_param / "sharded")
+    folder = _folder(tmp_path, "killed", logs.values())
+    killed = folder / logs["3/4"].name
+    log = read_eval_log(str(killed))
+    log.samples = (log.samples or [])[:7]
+    log.status, log.results, log.reductions = "started", None, None
+    write_eval_log(log, str(killed))
+    [run], skipped = load_runs([folder])
+    assert run.partial == "46 of 60 samples (shard 3/4 missing)"
+    assert skipped == [f"{killed}: run did not complete (status started) and no finished log "
+                       "of this eval was given"]
+    result = build_report([folder], tmp_path / "r", n_boot=10)
+    assert {r.label for r in result.headline} == {"mockllm/reader (partial)"}
+    rows, _ = regress(make_baseline([by_param / "whole"]), [folder], n_boot=N_BOOT)
+    assert decide(rows).code == 3
+
+
+@pytest.mark.slow
+def test_shards_of_two_setups_are_two_runs(by_param, tmp_path):
+    logs = _shard_logs(by_param / "sharded")
+    warm = _shard_logs(by_param / "warm")
+    mixed = _folder(tmp_path, "mixed", [logs["1/4"], logs["2/4"], warm["3/4"], warm["4/4"]])
+    runs, _ = load_runs([mixed])
+    assert sorted(r.partial for r in runs) == [
+        "28 of 60 samples (shards 1/4 and 2/4 missing)",
+        "32 of 60 samples (shards 3/4 and 4/4 missing)"]
+    result = build_report([mixed], tmp_path / "r", n_boot=10)
+    assert {r.label for r in result.headline} == {
+        "mockllm/reader, --temperature=0.0 (partial)",
+        "mockllm/reader, --temperature=0.5 (partial)"}
+    rows, _ = regress(make_baseline([by_param / "whole"]), [mixed], n_boot=N_BOOT)
+    assert decide(rows).code == 3
+
+
+def test_the_partition_is_round_robin_by_item():
+    from med_evals.params import Shard
+    from med_evals.shards import shard_items
+
+    items = [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("b", 2), ("d", 1), ("e", 1)]
+    key = lambda it: it[0]  # noqa: E731
+    parts = [shard_items(items, Shard(i, 2), key) for i in (1, 2)]
+    assert parts == [[("a", 1), ("a", 2), ("c", 1), ("e", 1)],
+                     [("b", 1), ("b", 2), ("d", 1)]]
+    assert shard_items(items, Shard(1, 1), key) == items
+
+
+def test_more_shards_than_items_is_one_line():
+    from med_evals.params import ParamError
+
+    with pytest.raises(ParamError) as err:
+        oncology_rct(trials_file=str(FIXTURE_CSV), shard="7/8")
+    assert str(err.value) == ("oncology_rct: -T shard=7/8: the run has 6 trial(s) after its "
+                              "other selections, so at most 6 shard(s); shard 7 would be empty")
+
+
+@pytest.mark.slow
+def test_medevidence_shards_keep_a_questions_conditions(tmp_path, monkeypatch):
+    from med_evals.tasks.medevidence import medevidence
+
+    from .medevidence_support import install_medevidence
+
+    install_medevidence(tmp_path / "data", monkeypatch)
+    reply = _crc_reply(["**Answer**: Higher", "**Answer**: Lower", "**Answer**: No Difference",
+                        "I cannot tell."])
+    model = get_model("mockllm/crc", custom_outputs=replying(reply))
+    whole, sharded = _read_back_as_the_whole_run(*_whole_and_shards(
+        lambda **kw: medevidence(condition="evidence,closed_book", **kw), 2, model, tmp_path),
+        2)
+    assert len(whole.values) == 10
+
+
+@pytest.mark.slow
+def test_medreqal_shards_read_back_as_the_whole_run(tmp_path):
+    import warnings
+
+    from med_evals.tasks.medreqal import medreqal
+
+    from .support.healthfc_claims import verdict_reply
+
+    model = get_model("mockllm/crc", custom_outputs=replying(verdict_reply))
+    fixture = Path(__file__).parents[1] / "datasets" / "fixtures" / "medreqal_fixture.csv"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the fixture's counts are not the paper's
+        whole, _ = _read_back_as_the_whole_run(*_whole_and_shards(
+            lambda **kw: medreqal(data_file=str(fixture), bertscore=False, **kw), 3, model,
+            tmp_path), 3)
+    assert len(whole.values) == 12 and "rouge_l" in str(whole.values)
+
+
+@pytest.mark.slow
+def test_healthfc_shards_read_back_as_the_whole_run(tmp_path):
+    from med_evals.tasks.healthfc import healthfc
+
+    from .support.healthfc_claims import healthfc_csv, verdict_reply
+
+    claims = healthfc_csv(tmp_path / "claims.csv", n=30)
+    model = get_model("mockllm/crc", custom_outputs=replying(verdict_reply))
+    with pytest.warns(UserWarning, match="30 rows, not 750"):
+        whole, _ = _read_back_as_the_whole_run(*_whole_and_shards(
+            lambda **kw: healthfc(data_file=str(claims), bertscore=False, **kw), 4, model,
+            tmp_path), 4)
+    assert len(whole.values) == 30
+
+
+@pytest.mark.slow
+def test_a_label_study_takes_shards_without_naming_them(tmp_path):
+    """A study of the factory (label_study) takes -T shard=i/N though its @task function does
+    not name it (it arrives in **unknown)."""
+    import sys
+
+    from med_evals.spec import STUDIES, register
+
+    mp = pytest.MonkeyPatch()
+    here = Path(__file__).parent / "studies"
+    mp.setenv("MED_EVALS_MANIFEST_DIR", str(here / "manifests"))
+    mp.setenv("MED_EVALS_DATA_DIR", str(here / "data"))
+    name = f"{__package__}.studies.toy_yesno"
+    imported = name in sys.modules  # then its study is registered only if still in STUDIES
+    try:
+        from .studies import toy_yesno
+
+        if "toy_yesno" not in STUDIES:
+            register(toy_yesno.SPEC)
+        model = get_model("mockllm/crc", custom_outputs=replying(_crc_reply(
+            ["yes", "No.", "maybe", "I cannot say"])))
+        whole, _ = _read_back_as_the_whole_run(*_whole_and_shards(
+            toy_yesno.toy_yesno, 3, model, tmp_path), 3)
+        assert len(whole.values) == 10
+    finally:  # as before: a module imported here is imported afresh (and registered) later
+        STUDIES.pop("toy_yesno", None)
+        if not imported:
+            sys.modules.pop(name, None)
+            parent = sys.modules.get(name.rsplit(".", 1)[0])
+            if parent is not None and hasattr(parent, "toy_yesno"):
+                delattr(parent, "toy_yesno")
+        mp.undo()

@@ -316,7 +316,7 @@ PRICES_HELP = (
 #: ``med-evals --help`` lists the commands in these groups, in this order (a command missing
 #: here is listed under "other", so none is ever hidden: tests/test_cli.py)
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "evaluation": ("compare", "report", "flip-rate", "studies"),
+    "evaluation": ("compare", "run", "report", "flip-rate", "studies"),
     "comparison and gating": ("diff", "baseline", "regress"),
     "data tools": ("subset", "fetch", "build", "score-recorded", "recorded-to-replay",
                    "export-counterfactuals"),
@@ -537,6 +537,10 @@ def main(argv: list[str] | None = None) -> int:
     from med_evals.diff import add_parser as add_diff
 
     add_diff(sub)
+
+    from med_evals.launch import add_parser as add_run
+
+    add_run(sub)
 
     from med_evals.builders.commands import add_builder_commands
 

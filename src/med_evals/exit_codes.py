@@ -8,8 +8,8 @@ One table, here, for the code and the docs (``docs/exit_codes.md`` prints it; ``
       none regressed)
 1     the command ran and what it checked or ran failed: ``regress``, a regression beyond
       sampling noise; ``fetch``, the source still failed after the retries; ``compare``, the
-      model's server could not be reached, or a run did not complete; ``report``, some study
-      runs could not be shown (listed)
+      model's server could not be reached, or a run did not complete; ``run``, a shard did not
+      finish; ``report``, some study runs could not be shown (listed)
 2     usage or input error, before any work: a bad argument, a missing, empty, unreadable or
       malformed input (log, baseline, table, replay file), an output path that cannot be
       written, nothing to work on (an empty folder, no matching log, no question built)
@@ -32,8 +32,8 @@ TABLE: tuple[tuple[int, str], ...] = (
     (OK, "done (regress: every gated metric tested, none regressed)"),
     (FAILED, "what the command checked or ran failed: regress, a regression beyond sampling "
      "noise; fetch, the source still failed after its retries; compare, the model's server "
-     "could not be reached, or a run did not complete; report, some study runs could not be "
-     "shown"),
+     "could not be reached, or a run did not complete; run, a shard did not finish; report, "
+     "some study runs could not be shown"),
     (USAGE, "usage or input error, before any work: bad argument; missing, empty, unreadable "
      "or malformed input; output path that cannot be written; nothing to work on"),
     (UNDECIDED, "regress: the gate cannot decide (unfinished run, nothing matched the baseline, "

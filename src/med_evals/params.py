@@ -241,6 +241,45 @@ class Pairs(Check):
                 )
 
 
+@dataclass(frozen=True, order=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``: ``-T shard=2/8`` (:mod:`med_evals.shards`)."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+_SHARD = re.compile(r"\s*([+-]?\d+)\s*/\s*([+-]?\d+)\s*")
+
+
+def parse_shard(value: Any) -> Shard:
+    """``"2/8"`` -> ``Shard(2, 8)``; anything else a ``ValueError`` saying what to pass."""
+    match = _SHARD.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError("must be i/N, shard i of N counted from 1, e.g. 2/8")
+    index, count = int(match[1]), int(match[2])
+    if count < 1:
+        raise ValueError("N must be at least 1 (i/N: shard i of N)")
+    if not 1 <= index <= count:
+        shards = "1/1" if count == 1 else f"1/{count} to {count}/{count}"
+        raise ValueError(f"there is no shard {index} of {count}; i counts from 1 to N ({shards})")
+    return Shard(index, count)
+
+
+@dataclass(frozen=True)
+class ShardOf(Check):
+    """``i/N``: shard ``i`` of ``N`` (1 <= i <= N); returns a :class:`Shard` (empty: none)."""
+
+    def convert(self, value: Any) -> Shard:
+        try:
+            return parse_shard(value)
+        except ValueError as ex:
+            raise _Bad(str(ex)) from None
+
+
 @dataclass(frozen=True)
 class Directory(Check):
     """An existing directory."""

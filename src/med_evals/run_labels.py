@@ -115,7 +115,9 @@ def label_args(study: Study, run: Run) -> dict[str, str]:
     skip = set(NON_SETUP_ARGS)  # the same per-sample values either way
     if study.conditions:  # conditions are a per-sample dimension, shown in their own column
         skip.add("condition")
-    args = {k: _arg_text(v) for k, v in run.task_args.items() if k not in skip}
+    # a shard (-T shard=2/4) as given, not as a path's last part
+    args = {k: str(v) if k == "shard" else _arg_text(v)
+            for k, v in run.task_args.items() if k not in skip}
     setup = {k: v for k, v in described(run.setup).items() if k not in args and k not in skip}
     model_args = run.provenance.get("model_args") or {}
     shown = {k: v for k, v in model_args.items() if k not in DISPLAY_ONLY_MODEL_ARGS}

@@ -27,9 +27,11 @@ from inspect_ai.log import EvalLog, read_eval_log
 # expand_log_paths: re-exported (callers list logs as this module did)
 from med_evals.log_files import expand_log_paths as expand_log_paths
 from med_evals.log_files import list_log_files, missing, mtime
+from med_evals.params import Shard, parse_shard
 from med_evals.scorers.classification import metric_values
 from med_evals.scorers.reducers import majority_label
 from med_evals.setup import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
+from med_evals.shards import SHARD_ARG
 from med_evals.spec import NON_SETUP_ARGS
 from med_evals.studies import STUDIES, Study, spec
 from med_evals.usage import (
@@ -144,7 +146,13 @@ class Run:
 
     @property
     def task_args(self) -> dict[str, Any]:
-        return dict(self.provenance.get("task_args") or {})
+        """The run's task arguments; ``shard`` only for a run of one shard (a task that names
+        the parameter records ``shard: None`` for a run of no shard, one that takes it through
+        ``**unknown`` records nothing: the same run)."""
+        args = dict(self.provenance.get("task_args") or {})
+        if args.get(SHARD_ARG, "") is None:
+            del args[SHARD_ARG]
+        return args
 
     def headline_values(self, values: list[dict[str, Any]] | None = None) -> dict[str, float]:
         """The study's headline numbers over ``values`` (default: all of the run's samples)."""
@@ -270,6 +278,9 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         # the samples of the task's dataset (subset) before --limit / --sample-id: a run of
         # fewer is partial (:func:`coverage`)
         "dataset_samples": log.eval.dataset.samples,
+        # a run of one shard (-T shard=i/N): which, and the samples of the whole partition
+        # (med_evals.shards.shard_record); None for a run of no shard
+        "shard": md.get(SHARD_ARG),
     }
 
 
@@ -474,22 +485,36 @@ def load_all(paths: Iterable[str | Path]) -> Loaded:
 
 
 def is_shard(run: Run) -> bool:
-    """A run of part of a task's samples: Inspect's ``--limit a-b`` (a range) or
-    ``--sample-id`` (a list)."""
+    """A run of part of a task's samples: a shard by task parameter (``-T shard=i/N``:
+    :mod:`med_evals.shards`), Inspect's ``--limit a-b`` (a range) or ``--sample-id`` (a
+    list)."""
     p = run.provenance
-    return isinstance(p.get("limit"), list) or p.get("sample_id") is not None
+    return (shard_of(p) is not None or isinstance(p.get("limit"), list)
+            or p.get("sample_id") is not None)
+
+
+def shard_of(provenance: dict[str, Any]) -> Shard | None:
+    """The shard (``-T shard=i/N``) a run's log ran, or None."""
+    value = (provenance.get("task_args") or {}).get(SHARD_ARG)
+    try:
+        return parse_shard(value) if value is not None else None
+    except ValueError:  # not one of our shards (the task checks the parameter)
+        return None
 
 
 def _shard_key(run: Run) -> str:
-    """What the shards of one run share: the task, the model, every task argument and model
-    argument, and the setup (:func:`med_evals.setup.setup_of`: data, prompt, version, every
-    generation setting, epochs, model roles): everything but which samples it ran."""
+    """What the shards of one run share: the task, the model, every task argument (but which
+    shard) and model argument, the number of shards, and the setup
+    (:func:`med_evals.setup.setup_of`: data, prompt, version, every generation setting,
+    epochs, model roles): everything but which samples it ran."""
     p = run.provenance
-    args = {k: v for k, v in (p.get("task_args") or {}).items() if k not in NON_SETUP_ARGS}
+    args = {k: v for k, v in (p.get("task_args") or {}).items()
+            if k not in (*NON_SETUP_ARGS, SHARD_ARG)}
     model_args = {k: v for k, v in (p.get("model_args") or {}).items()
                   if k not in DISPLAY_ONLY_MODEL_ARGS}
-    return json.dumps([run.task, run.model, args, model_args, setup_key(setup_of(p))],
-                      sort_keys=True, default=str)
+    shard = shard_of(p)
+    return json.dumps([run.task, run.model, args, model_args, setup_key(setup_of(p)),
+                       shard.count if shard else None], sort_keys=True, default=str)
 
 
 def _limit_text(limit: Any) -> str:
@@ -512,19 +537,65 @@ def _ranges(numbers: Sequence[int]) -> str:
     return ", ".join(out)
 
 
+def _listed(names: Sequence[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+#: missing shards named one by one up to this many (then as ranges: ``shards 3-40 of 64``)
+SHARDS_NAMED = 6
+
+
+def missing_shards(count: int, present: Iterable[int]) -> str:
+    """``shards 2/4 and 4/4 missing`` (``shard 3/4 missing``; ``shards 3-40, 47 of 64
+    missing`` for many); empty when none is."""
+    have = set(present)
+    gone = [i for i in range(1, count + 1) if i not in have]
+    if not gone:
+        return ""
+    word = "shard" if len(gone) == 1 else "shards"
+    if len(gone) <= SHARDS_NAMED:
+        return f"{word} {_listed([f'{i}/{count}' for i in gone])} missing"
+    return f"{word} {_ranges(gone)} of {count} missing"
+
+
+def _shard_coverage(run: Run, members: Sequence[dict[str, Any]]) -> str | None:
+    """:func:`coverage` of a run of shards by task parameter (``-T shard=i/N``): its samples
+    against the whole partition's (recorded in each shard's log), and the shards it lacks."""
+    shards = [s for s in map(shard_of, members) if s is not None]
+    count = shards[0].count
+    gone = missing_shards(count, (s.index for s in shards))
+    records = [r for r in (m.get("shard") for m in members) if isinstance(r, dict)]
+    total = records[0].get("partition_samples") if records else None
+    have = len(run.values)
+    if not isinstance(total, int):  # a log without its record: the shards alone are known
+        return f"{gone} (samples of the whole run not recorded)" if gone else None
+    if have >= total:
+        return None
+    if not gone:
+        cut = [m for m in members if m.get("limit") is not None or m.get("sample_id")]
+        gone = ("every shard ran, but --limit or --sample-id left samples out" if cut
+                else "some samples have no score")
+    return f"{have} of {total} samples ({gone})"
+
+
 def coverage(run: Run) -> str | None:
     """``None`` when the run holds a value for every sample of its dataset (or subset, before
     ``--limit`` and ``--sample-id``), else what is missing: ``15 of 20 samples (samples 11-15
-    not run: shards --limit 1-10, --limit 16-20)``. ``None`` too where the log does not say
-    how many samples the dataset has (a run built by hand)."""
+    not run: shards --limit 1-10, --limit 16-20)``; for shards by task parameter, ``375 of 750
+    samples (shards 2/4 and 4/4 missing)``. ``None`` too where the log does not say how many
+    samples the dataset has (a run built by hand)."""
     p = run.provenance
+    members = p.get("shard_provenance") or [p]
+    if any(shard_of(m) is not None for m in members):
+        return _shard_coverage(run, members)
     total = p.get("dataset_samples")
     if not isinstance(total, int) or total <= 0:
         return None
     have = len(run.values)
     if have >= total:
         return None
-    limits = [m.get("limit") for m in (p.get("shard_provenance") or [p])]
+    limits = [m.get("limit") for m in members]
     how = ""
     if all(isinstance(lim, int | list) for lim in limits):
         covered: set[int] = set()
@@ -536,7 +607,7 @@ def coverage(run: Run) -> str | None:
         ran = ", ".join(_limit_text(limits[i]) for _, i in sorted(starts))
         shards = "shards " if len(limits) > 1 else ""
         how = f"samples {_ranges(gaps)} not run: {shards}{ran}" if gaps else ""
-    elif any(m.get("sample_id") is not None for m in (p.get("shard_provenance") or [p])):
+    elif any(m.get("sample_id") is not None for m in members):
         how = "--sample-id"
     unscored = "" if how else "some samples have no score"
     return f"{have} of {total} samples ({how or unscored})"
@@ -551,22 +622,35 @@ def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
     provenance lists them all under ``shards``); its ``metrics`` are the study's headline over
     all of them (each shard's log has its own). Shards of two setups (another temperature,
     seed, system message, epochs or grader) are never merged; nor are shards whose samples
-    overlap (a shard run twice). Whether the shards cover the run's samples is
+    overlap (a shard run twice).
+
+    Shards by task parameter (``-T shard=i/N``: :mod:`med_evals.shards`) are merged the same
+    way, shards of the same ``N`` only; the merged run's task arguments name no shard (it is
+    the run: :attr:`Run.task_args`). A shard given twice (two logs of ``2/4``: two evals, not
+    a killed one and its ``eval-retry``) merges nothing of its run: each log stays a partial
+    run of its own, saying which shard has two logs. Whether the shards cover the run's samples is
     :func:`coverage`'s to say (a forgotten or killed shard: a partial run, never a smaller
-    whole one). Returns the runs and one note per merged run."""
+    whole one). Returns the runs and one note per merged run (or run left unmerged)."""
     groups: dict[str, list[Run]] = defaultdict(list)
     for r in runs:
         groups[_shard_key(r) if is_shard(r) else f"single:{id(r)}"].append(r)
     out: list[Run] = []
     notes: list[str] = []
+    twice_of: dict[int, str] = {}
     for members in groups.values():
         ids = [set(m.values) for m in members]
         disjoint = sum(map(len, ids)) == len(set().union(*ids))
-        if len(members) == 1 or not disjoint:
+        twice = _shards_twice(members)
+        if twice:
+            for m in members:
+                twice_of[id(m)] = twice
+            notes.append(f"shards of one run of {members[0].task} / {members[0].model} not "
+                         f"merged: {twice}")
+        if len(members) == 1 or not disjoint or twice:
             out += members
             continue
-        members = sorted(members, key=lambda m: (str(m.provenance.get("created") or ""),
-                                                m.path))
+        members = sorted(members, key=lambda m: (_shard_index(m),
+                                                str(m.provenance.get("created") or ""), m.path))
         first = members[0]
         values = {sid: v for m in members for sid, v in m.values.items()}
         others: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -574,8 +658,9 @@ def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
             for scorer, vals in m.others.items():
                 others[scorer].update(vals)
         shards = [m.path for m in members]
+        task_args = {k: v for k, v in first.task_args.items() if k != SHARD_ARG}
         merged = Run(first.path, first.task, first.model, values,
-                     provenance={**first.provenance, "shards": shards,
+                     provenance={**first.provenance, "shards": shards, "task_args": task_args,
                                  "shard_provenance": [m.provenance for m in members]},
                      others=dict(others),
                      mtime=max(m.written() for m in members),
@@ -591,7 +676,27 @@ def merge_shards(runs: Sequence[Run]) -> tuple[list[Run], list[str]]:
                      f"({len(values)} samples), read as one: {', '.join(shards)}")
     for r in out:
         r.partial = coverage(r)
+        if id(r) in twice_of:
+            r.partial = f"{r.partial or 'its run'}; not merged: {twice_of[id(r)]}"
     return out, notes
+
+
+def _shard_index(run: Run) -> int:
+    shard = shard_of(run.provenance)
+    return shard.index if shard else 0
+
+
+def _shards_twice(members: Sequence[Run]) -> str:
+    """``shard 2/4 has 2 logs (a.eval, b.eval); keep one log of each shard`` where shards by
+    task parameter of one run are given more than once; empty otherwise."""
+    logs: dict[Shard, list[str]] = defaultdict(list)
+    for m in members:
+        shard = shard_of(m.provenance)
+        if shard is not None:
+            logs[shard].append(Path(m.path).name)
+    parts = [f"shard {s} has {len(names)} logs ({', '.join(sorted(names))})"
+             for s, names in sorted(logs.items()) if len(names) > 1]
+    return f"{'; '.join(parts)}; keep one log of each shard" if parts else ""
 
 
 def load_selected(selection: LogSelection) -> Loaded:

@@ -44,8 +44,9 @@ from med_evals.spec import NON_SETUP_ARGS, digest
 #: Task arguments that choose which samples run, not how they are answered or scored: a run of
 #: the ``ci`` subset and one of ``smoke`` share a setup (the gate compares their shared samples);
 #: a run's conditions are a per-sample dimension (the gate compares each condition both runs
-#: have, and gates none a baseline does not have)
-SELECTION_ARGS = ("subset", "condition")
+#: have, and gates none a baseline does not have); the shards of one run (``-T shard=i/N``:
+#: :mod:`med_evals.shards`) share its setup, so that they merge into one run
+SELECTION_ARGS = ("subset", "condition", "shard")
 #: Generation settings that say how a call is made, not what is asked: never part of a setup
 CALL_SETTINGS = frozenset({
     "max_retries", "timeout", "attempt_timeout", "stream_idle_timeout", "max_connections",
@@ -105,7 +106,8 @@ def setup_of(provenance: Mapping[str, Any]) -> dict[str, Any]:
 def legacy_view(provenance: Mapping[str, Any]) -> dict[str, Any]:
     """A run's setup as a format-2 baseline recorded it (its 8 fields: the task version,
     temperature and max_tokens at the top level, every task argument but ``subset``,
-    ``data_dir`` and ``metrics``), to compare a new run with such a baseline."""
+    ``data_dir`` and ``metrics``; nor a shard's ``shard``), to compare a new run with such a
+    baseline."""
     p = provenance
     generation = p.get("generation") or {}
     return {
@@ -114,7 +116,7 @@ def legacy_view(provenance: Mapping[str, Any]) -> dict[str, Any]:
         "prompt": p.get("prompt"),
         "task_version": p.get("task_version"),
         "task_args": {k: _plain(v) for k, v in (p.get("task_args") or {}).items()
-                      if k not in (*NON_SETUP_ARGS, "subset")},
+                      if k not in (*NON_SETUP_ARGS, "subset", "shard")},
         "scorer_settings": p.get("scorer_settings"),
         "temperature": generation.get("temperature", p.get("temperature")),
         "max_tokens": generation.get("max_tokens", p.get("max_tokens")),

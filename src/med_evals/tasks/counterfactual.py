@@ -38,6 +38,7 @@ from med_evals.params import (
     Integer,
     Number,
     Paths,
+    ShardOf,
     Text,
     check_params,
 )
@@ -52,6 +53,7 @@ from med_evals.scorers.judges import (
 from med_evals.scorers.oncology_rct import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
+from med_evals.shards import sharded
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
 from med_evals.tasks.run_checks import JURY, Roles, before_run
@@ -118,6 +120,7 @@ def counterfactual_build(
     max_title_change: float = 0.2,
     data_dir: str | None = None,
     subset: str | None = None,
+    shard: str | None = None,
     **unknown: Any,
 ) -> Task:
     """Have a model write counterfactual abstracts (primary-endpoint result flipped); a grader
@@ -136,6 +139,9 @@ def counterfactual_build(
             study's 13 edited titles: largest 15%).
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
+        shard: ``i/N``: only shard ``i`` of ``N`` (1-based) of the trials left to build
+            (:mod:`med_evals.shards`); ``export-counterfactuals`` reads the shards' logs
+            together.
         unknown: Any other parameter is refused before the run, naming the closest one.
     """
     p = check_params(
@@ -148,6 +154,7 @@ def counterfactual_build(
         max_title_change=Number(minimum=0.0, maximum=1.0),
         data_dir=Directory(),
         subset=Text(),
+        shard=ShardOf(),
     )
     max_background_change = p.max_background_change
     max_outcome_change, max_title_change, resume = (
@@ -177,7 +184,7 @@ def counterfactual_build(
     if not samples:
         raise ValueError(f"nothing to build: all {len(df)} trials are already accepted in {resume}")
     before_run("counterfactual_build", samples, roles=FLIP_CHECK)
-    return Task(
+    return sharded("counterfactual_build", Task(
         dataset=MemoryDataset(samples, name="counterfactual-build"),
         solver=[system_message(BUILD_SYSTEM), generate_or_record_error()],
         scorer=rewrite_check(max_background_change, max_outcome_change, max_title_change),
@@ -195,7 +202,7 @@ def counterfactual_build(
             "Title/Abstract layout, strict parse); it must give the inverted label",
             "flip_check_grader": str(grader_model()),
         },
-    )
+    ), p.shard, item="trial")
 
 
 @task

@@ -33,11 +33,13 @@ from med_evals.scorers.medreqal import (
     verdict,
     verdict_metrics,
 )
+from med_evals.shards import sharded
 from med_evals.spec import Study
 from med_evals.tasks.medreqal import (
     VERDICT_CONDITIONS,
     VERDICT_HEADLINE,
     VERDICT_PROBE,
+    question_of,
     verdict_params,
     verdict_task,
 )
@@ -108,6 +110,7 @@ def healthfc(
     subset: str | None = None,
     epochs: int = 1,
     metrics: str = "headline",
+    shard: str | None = None,
     **unknown: Any,
 ) -> Task:
     """HealthFC with MedREQAL's prompts, parser and metrics.
@@ -130,6 +133,8 @@ def healthfc(
         epochs: Replies per claim (default 1); labels by majority, scores by mean.
         metrics: ``headline`` (default: accuracy, macro-F1, valid rate, ROUGE-L and BERTScore
             means) or ``full`` (the scorer's full metric set), as in ``medreqal``.
+        shard: ``i/N``: only shard ``i`` of ``N`` (1-based) of the claims selected, as in
+            ``medreqal`` (:mod:`med_evals.shards`).
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
@@ -142,7 +147,7 @@ def healthfc(
     rows = enumerate(df.to_dict("records"))
     samples = [record_to_sample(row, i, evidence) for i, row in rows]
     bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return verdict_task(
+    return sharded("healthfc", verdict_task(
         SPEC,
         samples,
         path,
@@ -166,7 +171,7 @@ def healthfc(
             "evidence_in_prompt": evidence,
             "generation_reference": "en_explanation",
         },
-    )
+    ), p.shard, key=question_of, item="question")
 
 
 SPEC = Study(

@@ -36,7 +36,16 @@ from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.data import check_counts, count_summary, fetch, read_csv_checked
-from med_evals.params import Check, Choice, Directory, Integer, Text, check_params
+from med_evals.params import (
+    CATCH_ALL,
+    Check,
+    Choice,
+    Directory,
+    Integer,
+    ShardOf,
+    Text,
+    check_params,
+)
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
@@ -50,6 +59,7 @@ from med_evals.scorers.classification import (
 )
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.reducers import majority_label
+from med_evals.shards import sharded
 from med_evals.solvers.generate import GENERATE_ERROR, generate_or_record_error
 from med_evals.spec import (
     METRIC_SETS,
@@ -169,16 +179,19 @@ class LabelStudy:
 
     def task(self, values: Mapping[str, Any]) -> Task:
         """The Task for the ``@task`` function's parameters (``locals()`` at its top, ending
-        with ``**unknown``: a parameter it does not take is refused, naming the closest)."""
+        with ``**unknown``: a parameter it does not take is refused, naming the closest).
+        ``-T shard=i/N`` is taken by every such task, named in its signature or not (it
+        arrives in ``**unknown`` then)."""
+        values = _with_shard(values)
         p = check_params(self.spec.task, values, data_dir=Directory(), subset=Text(),
                          epochs=Integer(minimum=1), metrics=Choice(values=METRIC_SETS),
-                         **self.params)
+                         shard=ShardOf(), **self.params)
         samples, data = self.samples(p.data_dir)
         if p.subset:
             by_id = {str(s.id): s for s in samples}
             samples = [by_id[i] for i in select(by_id, load_subset(self.spec.task, p.subset))]
         before_run(self.spec.task, samples)
-        return Task(
+        return sharded(self.spec.task, Task(
             dataset=MemoryDataset(samples, name=self.spec.task),
             solver=generate_or_record_error(),
             scorer=self.spec.make_scorer(full=p.metrics == "full"),
@@ -189,7 +202,18 @@ class LabelStudy:
             metadata={"study": self.spec.title, "paper": self.paper, "data": data,
                       "prompt": None, "behaviour": self.spec.behaviour(),
                       "subset": p.subset},
-        )
+        ), p.shard)
+
+
+def _with_shard(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` with ``shard`` as a parameter of its own, taken out of ``**unknown`` where
+    the ``@task`` function does not name it."""
+    out = dict(values)
+    if "shard" not in out:
+        unknown = dict(out.get(CATCH_ALL) or {})
+        out["shard"] = unknown.pop("shard", None)
+        out[CATCH_ALL] = unknown
+    return out
 
 
 def label_study(
@@ -232,7 +256,7 @@ def label_study(
         config: Generation settings (default: temperature 0).
         parser: The reply parser (default :func:`parse_label` over ``labels``).
         params: The task's own parameters and their checks, beside ``data_dir``, ``subset``,
-            ``epochs`` and ``metrics``.
+            ``epochs``, ``metrics`` and ``shard`` (``i/N``: :mod:`med_evals.shards`).
         paper: The paper, for the log.
     """
     label_set = LabelSet(task, tuple(labels))

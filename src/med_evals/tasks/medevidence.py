@@ -25,7 +25,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
 from med_evals.data import DatasetError, fetch, read_csv_checked
-from med_evals.params import Choice, Directory, ParamError, Text, check_params
+from med_evals.params import Choice, Directory, ParamError, ShardOf, Text, check_params
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medevidence import (
     ABSTAINING,
@@ -40,6 +40,7 @@ from med_evals.scorers.medevidence import (
     parse_effect,
 )
 from med_evals.scorers.reducers import majority_label
+from med_evals.shards import sharded
 from med_evals.solvers import medevidence as prompts
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
@@ -206,6 +207,7 @@ def medevidence(
     data_dir: str | None = None,
     subset: str | None = None,
     metrics: str = "headline",
+    shard: str | None = None,
     **unknown: Any,
 ) -> Task:
     """Effect direction from Cochrane review questions (MedEvidence).
@@ -230,6 +232,9 @@ def medevidence(
             console fit a screen; ``full``: also the numbers over valid replies, label counts,
             confusion cells, strata by evidence quality, accuracy per gold class and the
             lenient reading. ``med-evals report`` shows all of them from either log.
+        shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the questions selected by
+            the other parameters, every condition of a question in the same shard (round-robin
+            by question: :mod:`med_evals.shards`); the shards' logs read back as one run.
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     Defaults as in the authors' code: temperature 0, at most 4,096 output tokens. Replies are
@@ -245,6 +250,7 @@ def medevidence(
         data_dir=Directory(),
         subset=Text(),
         metrics=Choice(values=METRIC_SETS),
+        shard=ShardOf(),
     )
     # check_params allowed only known values: the conditions, a label set, 250 or 284
     condition, questions = p.condition, p.questions
@@ -269,7 +275,8 @@ def medevidence(
         qs = [by_id[i] for i in keep]
     samples = [record_to_sample(q, c, labels) for q in qs for c in conds]
     before_run("medevidence", samples)
-    return Task(
+    # a shard keeps every condition of its questions (compared question by question)
+    return sharded("medevidence", Task(
         dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
         solver=generate_or_record_error(),
         scorer=SPEC.scorer(labels),
@@ -296,7 +303,7 @@ def medevidence(
             "system 'follow instruction'",
             "data": file.provenance(),
         },
-    )
+    ), p.shard, key=lambda s: (s.metadata or {})["question_id"], item="question")
 
 
 # --- the study ---------------------------------------------------------------------------------

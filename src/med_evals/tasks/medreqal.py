@@ -34,6 +34,7 @@ from med_evals.params import (
     Flag,
     Integer,
     IsoDate,
+    ShardOf,
     Text,
     check_params,
 )
@@ -53,6 +54,7 @@ from med_evals.scorers.medreqal import (
     verdict_value,
 )
 from med_evals.scorers.reducers import majority_label
+from med_evals.shards import sharded
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.medreqal import (
     GROUPS,
@@ -108,6 +110,7 @@ def verdict_params() -> dict[str, Check]:
         "subset": Text(),
         "epochs": Integer(minimum=1),
         "metrics": Choice(values=METRIC_SETS),
+        "shard": ShardOf(),
     }
 
 
@@ -119,6 +122,13 @@ def apply_subset(task: str, samples: list[Sample], subset: str | None) -> list[S
     texts = {k: str(s.input) for k, s in by_id.items()}  # the question
     keep = select(by_id, load_subset(task, subset), texts)
     return [by_id[k] for k in keep]
+
+
+def question_of(sample: Sample) -> str:
+    """The question (claim) a sample asks: its id without the template (``medreqal-12@alpaca``
+    -> ``medreqal-12``), so that a shard holds every template of its questions
+    (``-T prompt=all``: the prompt spread is over the same questions in each shard)."""
+    return str(sample.id).split("@", 1)[0]
 
 
 def verdict_task(
@@ -309,6 +319,7 @@ def medreqal(
     source: str = "github",
     published_after: str | None = None,
     metrics: str = "headline",
+    shard: str | None = None,
     **unknown: Any,
 ) -> Task:
     """MedREQAL, zero-shot, one question per sample.
@@ -350,6 +361,9 @@ def medreqal(
             the console fit a screen; ``full``: also the numbers over valid replies, label
             counts, confusion cells, strata by category and strength, generation counts and
             evidence mentions. ``med-evals report`` shows all of them from either log.
+        shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the questions selected by
+            the other parameters (round-robin: :mod:`med_evals.shards`); the shards' logs read
+            back as one run. Default: all.
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
@@ -369,7 +383,7 @@ def medreqal(
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
     bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return verdict_task(
+    return sharded("medreqal", verdict_task(
         SPEC,
         samples,
         path,
@@ -392,7 +406,7 @@ def medreqal(
             "generation_reference": "conclusion",
             "published_after": published_after,
         },
-    )
+    ), p.shard, key=question_of, item="question")
 
 
 SPEC = Study(

@@ -36,6 +36,7 @@ from med_evals.params import (
     IsoDate,
     Pairs,
     ParamError,
+    ShardOf,
     Text,
     check_params,
 )
@@ -50,6 +51,7 @@ from med_evals.scorers.oncology_rct import (
     trial_outcome,
 )
 from med_evals.scorers.reducers import majority_label
+from med_evals.shards import sharded
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
@@ -282,6 +284,7 @@ def oncology_rct(
     provider_errors: str = "score",
     metrics: str = "headline",
     title_only_trials: str = "edited",
+    shard: str | None = None,
     **unknown: Any,
 ) -> Task:
     """Classify oncology RCTs as POSITIVE / NEGATIVE (primary endpoint met) from one input variant.
@@ -317,6 +320,9 @@ def oncology_rct(
             (default, ours: the 13 trials whose counterfactual title was edited) or ``all``
             (every trial, as the study's ``counterfactual_title`` field suggests; an unchanged
             title is scored against the inverted label). Recorded in the log's metadata.
+        shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the trials selected by the
+            other parameters, every condition of a trial in the same shard (round-robin by
+            trial: :mod:`med_evals.shards`); the shards' logs read back as one run. Default: all.
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     Defaults as the study sent them: at most 500 output tokens; temperature 0 to OpenAI, Google
@@ -337,6 +343,7 @@ def oncology_rct(
         provider_errors=Choice(values=("score", "raise")),
         metrics=Choice(values=METRIC_SETS),
         title_only_trials=Choice(values=tuple(TITLE_ONLY_TRIALS)),
+        shard=ShardOf(),
     )
     condition, published_after, flip_pairs, seed = (
         p.condition, p.published_after, p.flip_pairs, p.seed
@@ -371,7 +378,8 @@ def oncology_rct(
     gen: Callable[[], Solver] = {"score": generate_or_record_error, "raise": generate}[
         provider_errors
     ]
-    return Task(
+    # a shard keeps every condition of its trials (the flip rates pair them)
+    return sharded("oncology_rct", Task(
         dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
         solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
         scorer=SPEC.scorer(),
@@ -402,7 +410,7 @@ def oncology_rct(
             "parser": "strict: reply.strip().upper() in {POSITIVE, NEGATIVE} (study's rule)",
             "data": provenance,
         },
-    )
+    ), p.shard, key=lambda s: (s.metadata or {})["trial"], item="trial")
 
 
 # --- the study ---------------------------------------------------------------------------------

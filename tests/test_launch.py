@@ -1,0 +1,293 @@
+"""``med-evals run TASK --processes N``: a task's shards in N ``inspect eval`` processes into one
+log folder, read back as one run; run again, it resumes only the shards that did not finish. And
+the team recipe's Slurm and Kubernetes forms (docs/scale.md): ``-T shard=i/N`` from the job's
+index, several processes into one S3 store, then report, baseline and gate over the store.
+Loopback only (the fake OpenAI-compatible server, moto's S3 server)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import psutil
+import pytest
+from inspect_ai.log import read_eval_log
+
+from med_evals.cli import main as cli_main
+from med_evals.launch import (
+    RUN_KEY,
+    ShardLog,
+    call_settings,
+    commands,
+    progress_line,
+    run_key,
+)
+from med_evals.params import Shard
+from med_evals.regress import decide, make_baseline, regress
+from med_evals.report import build_report
+from med_evals.runs import load_runs
+
+from .support import N_BOOT
+from .support.fake_openai import FakeOpenAIServer
+from .support.healthfc_claims import healthfc_csv, verdict_reply
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE = ["--model", "openai-api/fake/fake"]
+
+
+def _err(capsys) -> str:
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("flags, line", [
+    (["-T", "shard=2/4"], "-T shard=2/4: med-evals run gives each process its shard; leave it "
+     "out (or run inspect eval -T shard=i/N yourself)"),
+    (["--limit", "10"], "--limit: each process runs its whole shard; choose the samples with "
+     "-T subset=..."),
+    (["--sample-id=healthfc-1"], "--sample-id=healthfc-1: each process runs its whole shard; "
+     "choose the samples with -T subset=..."),
+])
+def test_flags_it_sets_itself_are_refused(flags, line, capsys, tmp_path):
+    assert cli_main(["run", "healthfc", "--log-dir", str(tmp_path), *flags]) == 2
+    assert _err(capsys) == f"med-evals run: error: {line}"
+    assert not list(tmp_path.iterdir())  # refused before anything was started
+
+
+def test_a_task_it_cannot_shard_is_one_line(capsys, tmp_path):
+    assert cli_main(["run", "helthfc", "--log-dir", str(tmp_path)]) == 2
+    assert _err(capsys) == ("med-evals run: error: helthfc: not a med_evals task that takes "
+                            "-T shard=i/N; did you mean healthfc?")
+    assert cli_main(["run", "healthfc", "--processes", "0", "--log-dir", str(tmp_path)]) == 2
+    assert _err(capsys) == "med-evals run: error: --processes 0: at least 1"
+
+
+def test_the_run_key_ignores_only_call_settings():
+    flags = ["-T", "subset=ci", *FAKE, "--max-connections", "32", "--timeout=60"]
+    assert call_settings(flags) == (["-T", "subset=ci", *FAKE],
+                                    ["--max-connections", "32", "--timeout=60"])
+    key = run_key("med_evals/healthfc", flags, 4, {})
+    # a resumed run may change how calls are made, nothing else
+    assert run_key("med_evals/healthfc", ["-T", "subset=ci", *FAKE, "--max-connections", "8"],
+                   4, {}) == key
+    for other in (["-T", "subset=smoke", *FAKE], ["-T", "subset=ci", "--model", "openai/x"],
+                  ["-T", "subset=ci", *FAKE, "--temperature", "0.5"]):
+        assert run_key("med_evals/healthfc", other, 4, {}) != key
+    assert run_key("med_evals/healthfc", flags, 2, {}) != key  # another partition
+    assert run_key("med_evals/medreqal", flags, 4, {}) != key
+    assert run_key("med_evals/healthfc", flags, 4, {"INSPECT_EVAL_MODEL": "openai/x"}) != key
+
+
+def test_each_shard_is_reused_resumed_or_run(tmp_path):
+    """The plan of a run again: a finished shard's log is reused (no process), an unfinished
+    one resumed with ``inspect eval-retry`` (keeping its samples), a shard with no log run."""
+    logs = {
+        1: [ShardLog("a.eval", Shard(1, 3), "started", "1", "t1"),
+            ShardLog("b.eval", Shard(1, 3), "success", "2", "t1")],
+        2: [ShardLog("file:///l/c.eval", Shard(2, 3), "started", "1", "t2")],
+    }
+    flags = [*FAKE, "--max-connections", "8", "-T", "subset=ci"]
+    todo, done = commands("med_evals/healthfc", 3, flags, "/l", "rKEY", logs, tmp_path)
+    assert [d.path for d in done] == ["b.eval"]
+    assert [p.shard for p in todo] == [Shard(2, 3), Shard(3, 3)]
+    assert todo[0].resumes == "/l/c.eval"
+    assert todo[0].command[3:] == ["eval-retry", "--log-dir", "/l", "--no-log-realtime",
+                                   "--display", "none", "--max-connections", "8", "/l/c.eval"]
+    assert todo[1].command[3:] == [
+        "eval", "med_evals/healthfc", "-T", "shard=3/3", "--log-dir", "/l", "--metadata",
+        f"{RUN_KEY}=rKEY", "--no-log-realtime", "--display", "none", *flags]
+
+
+def test_the_progress_line():
+    assert progress_line("healthfc", (412, 750), 2, 0, 2, 14.2) == (
+        "healthfc: 412 of 750 samples (54%), 2 of 2 shards running, 14 s")
+    assert progress_line("healthfc", (0, 0), 2, 0, 2, 0) == (
+        "healthfc: 0 samples, 2 of 2 shards running, 0 s")  # no log written yet
+    # an s3:// log folder: its logs are not read while the run runs
+    assert progress_line("healthfc", None, 1, 3, 4, 30.4) == (
+        "healthfc: 1 of 4 shards running, 3 finished, 30 s")
+
+
+def _headline(line: str) -> dict[str, float]:
+    return {k: float(v) for k, v in re.findall(r"(\w+) (\d\.\d{3})", line.split(": ", 2)[2])}
+
+
+@pytest.mark.slow
+def test_two_processes_finish_750_claims_as_one_run(tmp_path, monkeypatch, capsys):
+    """HealthFC's size (750 claims in its schema) in two processes against the fake server:
+    one log per shard, one merged headline, which report and baseline read as one run. Run
+    again, it starts nothing."""
+    monkeypatch.setenv("FAKE_API_KEY", "local")
+    claims = healthfc_csv(tmp_path / "claims.csv")
+    logs = tmp_path / "logs"
+    with FakeOpenAIServer(reply=verdict_reply) as server:
+        argv = ["run", "healthfc", "--processes", "2", "--log-dir", str(logs), "-T",
+                f"data_file={claims}", "-T", "bertscore=false", *FAKE, "--model-base-url",
+                server.base_url, "--max-connections", "32"]
+        assert cli_main(argv) == 0
+        out, err = capsys.readouterr()
+        assert server.counts["ok"] == 750
+        files = sorted(logs.glob("*.eval"))
+        assert len(files) == 2
+        records = [read_eval_log(str(f), header_only=True).eval.metadata["shard"] for f in files]
+        assert sorted((r["shard"], r["samples"], r["partition_samples"]) for r in records) == [
+            ("1/2", 375, 750), ("2/2", 375, 750)]
+        # one progress line for the whole run (its last one, here not a terminal)
+        assert err.strip().splitlines()[-1].startswith(
+            "healthfc: 750 of 750 samples (100%), 0 of 2 shards running, 2 finished, ")
+        [headline] = [x for x in out.splitlines() if x.startswith("healthfc / ")]
+        assert headline.startswith("healthfc / openai-api/fake/fake: 750 samples in 2 shard "
+                                   "log(s), read as one run: accuracy_all ")
+        [run], _ = load_runs([logs])
+        assert run.partial is None and len(run.values) == 750
+        assert _headline(headline) == {k: round(v, 3) for k, v in run.headline_values().items()}
+        report = build_report([logs], tmp_path / "report", n_boot=10)
+        assert [(r.label, r.n) for r in report.headline] == [("openai-api/fake/fake", 750)]
+        base = make_baseline([logs])
+        assert len(base["runs"]) == 1 and len(base["runs"][0]["samples"]) == 750
+        # run again: both shards finished, reused; nothing is asked again
+        assert cli_main(argv) == 0
+        out, _ = capsys.readouterr()
+        assert server.counts["ok"] == 750
+        assert sorted(x.split(": ")[0] for x in out.splitlines() if "(reused)" in x) == [
+            "shard 1/2 finished before", "shard 2/2 finished before"]
+        assert headline in out
+
+
+def _samples_logged(folder: Path, shard: str) -> int:
+    for path in folder.glob("*.eval"):
+        try:
+            header = read_eval_log(str(path), header_only=True)
+            if header.eval.task_args.get("shard") == shard:
+                with zipfile.ZipFile(path) as z:
+                    return sum(1 for n in z.namelist() if n.startswith("samples/"))
+        except Exception:  # noqa: BLE001 - not written far enough yet
+            continue
+    return 0
+
+
+@pytest.mark.slow
+def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
+    """Shard 2's process is killed mid-way: the command names it with its log and exits 1; the
+    same command again reuses shard 1, resumes shard 2 from its log (its kept samples are not
+    asked again) and reads the whole run."""
+    monkeypatch.setenv("FAKE_API_KEY", "local")
+    claims = healthfc_csv(tmp_path / "claims.csv", n=40)
+    logs = tmp_path / "logs"
+    result: list[int] = []
+    with FakeOpenAIServer(reply=verdict_reply, latency=0.3) as server:
+        argv = ["run", "healthfc", "--processes", "2", "--log-dir", str(logs), "-T",
+                f"data_file={claims}", "-T", "bertscore=false", *FAKE, "--model-base-url",
+                server.base_url, "--max-connections", "1", "--log-buffer", "3"]
+        thread = threading.Thread(target=lambda: result.append(cli_main(argv)))
+        thread.start()
+        deadline = time.time() + 120
+        while _samples_logged(logs, "2/2") < 6 and time.time() < deadline:
+            time.sleep(0.1)
+        [victim] = [p for p in psutil.Process().children(recursive=True)
+                    if "shard=2/2" in p.cmdline()]
+        victim.kill()
+        thread.join(timeout=180)
+        assert result == [1]
+        out, _ = capsys.readouterr()
+        [killed] = [str(p) for p in logs.glob("*.eval")
+                    if read_eval_log(str(p), header_only=True).status == "started"]
+        kept = len(read_eval_log(killed).samples or [])
+        assert kept >= 6
+        [line] = [x for x in out.splitlines() if x.startswith("shard 2/2")]
+        assert line.startswith(f"shard 2/2 of healthfc did not finish: log {killed} (status "
+                               "started), exit -9; its output")
+        assert ("1 of 2 shards did not finish; run the same command again to resume them (the "
+                "finished shards are kept)") in out
+        # again, quickly: shard 1 reused, shard 2 resumed
+        server.latency = 0.0
+        asked = server.counts["ok"]
+        assert cli_main(argv) == 0
+        out, err = capsys.readouterr()
+        # the progress counts the reused shard's samples and the resumed one's, each once
+        assert err.strip().splitlines()[-1].startswith(
+            "healthfc: 40 of 40 samples (100%), 0 of 2 shards running, 2 finished, ")
+        assert any(x.startswith("shard 1/2 finished before: ") and x.endswith("(reused)")
+                   for x in out.splitlines())
+        assert f"shard 2/2 resumed from {killed} (inspect eval-retry)" in out
+        assert server.counts["ok"] - asked == 20 - kept
+        assert "healthfc / openai-api/fake/fake: 40 samples in 2 shard log(s)" in out
+    [run], skipped = load_runs([logs])
+    assert run.partial is None and len(run.values) == 40
+    assert [s.split(": ")[0] for s in skipped] == [killed]
+
+
+#: the shard of a job from its index, as docs/scale.md gives it (Slurm array, Indexed Job)
+SLURM = "-T shard=$((SLURM_ARRAY_TASK_ID + 1))/$N"
+KUBERNETES = "-T shard=$((JOB_COMPLETION_INDEX + 1))/$N"
+
+
+def _recipes() -> tuple[str, dict]:
+    """docs/scale.md's Slurm script (the bash block that reads ``SLURM_ARRAY_TASK_ID``) and
+    Indexed Job (its YAML block)."""
+    import yaml
+
+    blocks = re.findall(r"```(\w+)\n(.*?)```", (REPO / "docs" / "scale.md").read_text(), re.S)
+    [slurm] = [b for lang, b in blocks if lang == "bash" and "SLURM_ARRAY_TASK_ID" in b]
+    [job] = [yaml.safe_load(b) for lang, b in blocks if lang == "yaml" and "Indexed" in b]
+    assert SLURM in slurm
+    return slurm, job
+
+
+@pytest.mark.slow
+def test_the_slurm_and_kubernetes_recipes_into_one_store(tmp_path, monkeypatch):
+    """docs/scale.md's Slurm script and Indexed Job, as written there, run at once as the two
+    shards of one run (array task 0 of 2; completion index 1 of 2), into one S3 store; report,
+    baseline and gate over the store read one run, the numbers of the run made in one
+    piece."""
+    import os
+
+    from inspect_ai import eval as inspect_eval
+
+    from med_evals.tasks.oncology_rct import oncology_rct
+
+    from .oncology_support import big_fixture_csv, install_fixture
+    from .support.s3 import s3_server
+
+    slurm, job = _recipes()
+    spec = job["spec"]
+    [container] = spec["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert spec["completionMode"] == "Indexed" and env["N"] == str(spec["completions"])
+    assert container["command"] == ["bash", "-c"] and KUBERNETES in container["args"][0]
+    install_fixture(tmp_path / "onc", monkeypatch, big_fixture_csv(tmp_path, copies=2))
+    monkeypatch.setenv("FAKE_API_KEY", "local")
+    with s3_server() as s3, FakeOpenAIServer() as server:
+        store = s3.make_bucket("team-evals") + "/2026-12/oncology-fake"
+        # the job's environment (the Job's own for the pod), the model and store ours
+        ours = {"MODEL": "openai-api/fake/fake", "STORE": store,
+                "FAKE_BASE_URL": server.base_url}
+        jobs = [(slurm, {"SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "2"}),
+                (container["args"][0], {**env, "N": "2", "JOB_COMPLETION_INDEX": "1"})]
+        procs = [subprocess.Popen(["bash", "-c", script], env={**os.environ, **job_env, **ours},
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                 for script, job_env in jobs]
+        for p in procs:
+            out, _ = p.communicate(timeout=240)
+            assert p.returncode == 0, out
+        assert {k.split("/")[2] for k in s3.keys(store) if k.endswith(".eval")} == {
+            "shard-0", "shard-1"}
+        [whole] = inspect_eval(oncology_rct(condition="study"), model="openai-api/fake/fake",
+                               model_base_url=server.base_url, log_dir=str(tmp_path / "whole"),
+                               display="none")
+        assert whole.status == "success"
+        [run], _ = load_runs([store])
+        [local], _ = load_runs([tmp_path / "whole"])
+        assert run.partial is None and len(run.values) == 60 and len(run.logs()) == 2
+        assert run.values == local.values
+        report = build_report([store], tmp_path / "report", n_boot=10)
+        assert {(r.label, r.n) for r in report.headline} == {("openai-api/fake/fake", 12)}
+        assert len(report.headline) == 5 and not any("partial" in w for w in report.warnings)
+        assert [len(r["samples"]) for r in make_baseline([store])["runs"]] == [60]
+        rows, _ = regress(make_baseline([tmp_path / "whole"]), [store], n_boot=N_BOOT)
+        assert decide(rows).code == 0
+
+
