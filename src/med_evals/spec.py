@@ -176,6 +176,11 @@ class Study:
     datasets: tuple[str, ...] = ()
     #: the papers' published tables (:mod:`med_evals.report.published`)
     reference_tables: tuple[str, ...] = ()
+    #: the sample metadata key naming each sample's source, where several samples share one
+    #: (the oncology trial behind each condition's sample, MedEvidence's review): intervals
+    #: clustered by it stand beside the plain ones (:mod:`med_evals.clustered`); None: the
+    #: data records none
+    source: str | None = None
 
     @staticmethod
     def named(task: str) -> Study:
