@@ -23,8 +23,10 @@ say").
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -205,7 +207,11 @@ def trivial_blocks(study: Study, condition: str, runs: Sequence[Entry],
             blocks[key].labels.append(e.label)
             continue
         kwargs = {} if draws is None else {"draws": draws}
-        rows = trivial_rows(study, e.ordered(), e.task_args, **kwargs)
+
+        def rows_of(e: Entry = e, kwargs: dict[str, int] = kwargs) -> list[TrivialRow]:
+            return trivial_rows(study, e.ordered(), e.task_args, **kwargs)
+
+        rows = _memo(["trivial", study.task, key, kwargs], rows_of)
         blocks[key] = TrivialBlock(condition, [e.label], len(e.values), rows,
                                    best_trivial(study, rows))
     return list(blocks.values())
@@ -215,13 +221,34 @@ def block_of(blocks: Sequence[TrivialBlock], label: str) -> TrivialBlock | None:
     return next((b for b in blocks if label in b.labels), None)
 
 
+#: results of :func:`standing` and the trivial rows by what they are computed from (the values,
+#: the label set, the row, the resamples): ``med-evals compare`` asks for the numbers its report
+#: has just computed, over the same samples; a pure function's results, so never stale
+_MEMO: dict[str, Any] = {}
+MEMO_SIZE = 256
+
+
+def _memo(key: Any, compute: Callable[[], Any]) -> Any:
+    text = json.dumps(key, sort_keys=True, default=str)
+    digest = hashlib.sha256(text.encode()).hexdigest()
+    if digest not in _MEMO:
+        if len(_MEMO) >= MEMO_SIZE:
+            _MEMO.pop(next(iter(_MEMO)))
+        _MEMO[digest] = compute()
+    return _MEMO[digest]
+
+
 def standing(study: Study, entry: Entry, block: TrivialBlock | None,
              n_boot: int) -> dict[str, Any] | None:
     """:func:`med_evals.trivial.beats_trivial` of the run against its block's best row
     (seed 0); None when there is no such row."""
     if block is None or block.best is None:
         return None
-    return beats_trivial(study, entry.ordered(), block.best, entry.task_args, n_boot)
+    best = block.best
+    values = entry.ordered()
+    return dict(_memo(
+        ["standing", study.task, study.labels(entry.task_args), values, best.prediction, n_boot],
+        lambda: beats_trivial(study, values, best, entry.task_args, n_boot)))
 
 
 # --- what a pair detects ------------------------------------------------------------------
