@@ -182,7 +182,8 @@ def test_what_the_pair_detects_and_each_side_against_trivial(logs, capsys):
     random = t["rows"][3]["numbers"]["macro_f1_valid"]
     assert lines[i + 4:i + 7] == [
         "  trivial rows on these 6 samples (Macro-F1): majority class (POSITIVE) 0.333, always "
-        f"POSITIVE 0.333, always NEGATIVE 0.333, uniform random (mean of 200 draws) {random:.3f}",
+        f"POSITIVE 0.333, always NEGATIVE 0.333, uniform random (mean of {N_BOOT} draws) "
+        f"{random:.3f}",
         f"  A − best trivial (majority class (POSITIVE)): Macro-F1 +0.667 ({t['a']['lo']:+.3f} "
         f"to {t['a']['hi']:+.3f}): better beyond sampling noise (95% paired bootstrap, "
         f"{N_BOOT} resamples)",

@@ -409,15 +409,17 @@ def test_trivial_rows_the_flag_and_the_ranks_in_the_table():
 
     c = stand(Comparison("title_abstract", "compare", [
         row("model-a", set()), row("model-b", {11}), row("model-c", set(range(4, 12)))],
-        [], "", Path("logs"), None))
+        [], "", Path("logs"), None), n_boot=20)
     lines = format_table(c).splitlines()
     f1_b = (10 / 11 + 12 / 13) / 2
     random = c.trivial[0].rows[-1].numbers
+    width = len("trivial: uniform random (mean of 20 draws)")  # the longest name
+
     def line(name: str, cells: list[str], beats: str = "") -> str:
-        out = f"{name:<43}  {12:>4}  " + "  ".join(f"{x:>17}" for x in cells)
+        out = f"{name:<{width}}  {12:>4}  " + "  ".join(f"{x:>17}" for x in cells)
         return out + (f"  {beats:>13}" if beats else "")
 
-    header = f"{'run':<43}  {'n':>4}  " + "  ".join(
+    header = f"{'run':<{width}}  {'n':>4}  " + "  ".join(
         f"{x:>17}" for x in ("Macro-F1", "Accuracy", "Valid rate")) + "  beats trivial"
     assert lines[2:11] == [
         header,
@@ -429,7 +431,7 @@ def test_trivial_rows_the_flag_and_the_ranks_in_the_table():
         line("trivial: majority class (POSITIVE)", ["0.333", "0.500", "1.000"]),
         line("trivial: always POSITIVE", ["0.333", "0.500", "1.000"]),
         line("trivial: always NEGATIVE", ["0.333", "0.500", "1.000"]),
-        line("trivial: uniform random (mean of 200 draws)",
+        line("trivial: uniform random (mean of 20 draws)",
              [f"{random['macro_f1_valid']:.3f}", f"{random['accuracy_valid']:.3f}", "1.000"]),
     ]
     text = "\n".join(lines)

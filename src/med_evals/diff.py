@@ -2,8 +2,10 @@
 
 For each condition both runs have (``--condition`` for one): McNemar's exact test on paired
 correctness with its discordant counts, the paired bootstrap difference A - B of each headline
-number (:meth:`Study.headline_values`, as the report's paired comparisons compute it), and the
-samples right only in A, right only in B and wrong in both (at most ``--limit`` of each). The
+number (:meth:`Study.headline_values`, as the report's paired comparisons compute it), the
+smallest difference of each the pair detects at 80% power and each side against the best
+trivial row on the paired samples (:mod:`med_evals.standing`), and the samples right only in
+A, right only in B and wrong in both (at most ``--limit`` of each). The
 samples are paired, judged and listed as the report's "where two runs differ" lists
 (:mod:`med_evals.report.differences`). ``--json`` prints one JSON object with the same numbers.
 Text from a log goes through :func:`med_evals.safe_text.terminal`.
@@ -150,7 +152,8 @@ def _trivial(study: Any, d: Differences, n_boot: int) -> dict[str, Any]:
     pair = d.pair
     sides = [Entry(g.label, dict(zip(pair.keys, vals, strict=True)), g.task_args)
              for g, vals in ((pair.a, pair.va), (pair.b, pair.vb))]
-    [block] = trivial_blocks(study, pair.condition, sides)  # the same samples and targets
+    # the same samples and targets: one block; as many random draws as bootstrap resamples
+    [block] = trivial_blocks(study, pair.condition, sides, draws=n_boot)
 
     def plain(x: Any) -> Any:
         return _number(x) if isinstance(x, float) else x

@@ -22,6 +22,11 @@ scored ERROR, as the study scored a failed call, and named beside the table; a r
 requests got a reply stops with one line naming its log (exit 1). A SIGTERM stops the runs as
 Ctrl-C does: each log is closed as ``cancelled`` and named.
 
+Beside the runs: the trivial rows of their trials (the same headline function, each reply a
+constant or a uniform random answer), whether each run beats the best of them beyond sampling
+noise, and, for three runs or more, which can be told apart (:mod:`med_evals.standing`, with the
+report's resamples: the report's numbers).
+
 Every number printed for a run is :meth:`Study.headline_values` over the run's per-sample values,
 read back from its log: the function behind the logged metrics (the tests check they are equal),
 the report and the regression gate. The published rows are the study's Table 1 as released
@@ -118,6 +123,8 @@ class Comparison:
     trivial: list[Any] = field(default_factory=list)
     standing: dict[str, Any] = field(default_factory=dict)
     ranking: list[Any] = field(default_factory=list)
+    #: the bootstrap resamples (and random draws) behind ``standing`` and ``trivial``
+    n_boot: int = 0
 
 
 def model_label(model: str, args: dict[str, Any]) -> str:
@@ -331,18 +338,21 @@ def run_compare(
     return stand(Comparison(condition, subset, rows, published, note, folder, report, notes))
 
 
-def stand(c: Comparison) -> Comparison:
+def stand(c: Comparison, n_boot: int | None = None) -> Comparison:
     """``c`` with what its numbers can say, as the report computes it
-    (:mod:`med_evals.standing`, the report's resamples and seed): the trivial rows of the runs'
-    trials, each run against the best of them, and the ranks of three runs or more."""
+    (:mod:`med_evals.standing`; ``n_boot``: the report's resamples unless given, seed 0): the
+    trivial rows of the runs' trials, each run against the best of them, and the ranks of three
+    runs or more."""
     from med_evals.report.build import N_BOOT
     from med_evals.standing import Entry, block_of, ranking, standing, trivial_blocks
     from med_evals.studies import ONCOLOGY_RCT
 
+    n = N_BOOT if n_boot is None else n_boot
     runs = [Entry(r.label, r.samples, r.task_args) for r in c.runs if r.samples]
-    c.trivial = trivial_blocks(ONCOLOGY_RCT, c.condition, runs)
-    c.standing = {e.label: standing(ONCOLOGY_RCT, e, block_of(c.trivial, e.label), N_BOOT)
+    c.trivial = trivial_blocks(ONCOLOGY_RCT, c.condition, runs, draws=n)
+    c.standing = {e.label: standing(ONCOLOGY_RCT, e, block_of(c.trivial, e.label), n)
                   for e in runs}
+    c.n_boot = n
     c.ranking = ranking(ONCOLOGY_RCT, c.condition, runs)
     return c
 
@@ -608,8 +618,6 @@ def trivial_name(block: Any, row: Any, several: bool) -> str:
 def trivial_notes(c: Comparison) -> list[str]:
     """What the trivial rows and the beats-trivial column are, and each run that does not beat
     the best trivial row (its difference and interval)."""
-    from med_evals.report.build import N_BOOT
-
     if not c.trivial:
         return []
     best = {b.best.name for b in c.trivial if b.best is not None}
@@ -618,7 +626,7 @@ def trivial_notes(c: Comparison) -> list[str]:
         "a constant answer (the majority class, each label) or drawn uniformly (the mean of "
         f"its draws); beats trivial: the run's macro-F1 minus the best constant row's "
         f"({', '.join(sorted(best)) or 'none'}) has a 95% paired bootstrap interval above 0 "
-        f"({N_BOOT} resamples, seed 0, as in the report; docs/numbers.md)."
+        f"({c.n_boot} resamples, seed 0, as in the report; docs/numbers.md)."
     ]
     for label, b in c.standing.items():
         if b is not None and b["beats"] is False:

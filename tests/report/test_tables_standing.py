@@ -68,7 +68,7 @@ def test_trivial_rows_and_the_flag(report):
         assert (r["n"], r["Macro-F1"], r["Accuracy"], r["Valid rate"]) == (
             "12", "0.333", "0.500", "1.000")
         assert r["better than trivial"] == "—"
-    assert "trivial: uniform random (mean of 200 draws)" in rows
+    assert "trivial: uniform random (mean of 40 draws)" in rows  # as many as resamples
     # C: right on trials 0-3; its F1 is 1/3 for each class: no better than always POSITIVE
     assert rows[Cr]["Macro-F1"] == "0.333" and rows[Cr]["better than trivial"] == "no"
     assert rows[Cr]["Macro-F1 − best trivial (95% CI)"].startswith("+0.000 (")
