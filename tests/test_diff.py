@@ -137,3 +137,57 @@ def test_errors_are_one_line_exit_2(logs, capsys, tmp_path, which, extra, expect
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith("med-evals diff: error: ")
     assert expected in err
+
+
+@pytest.mark.slow
+def test_what_the_pair_detects_and_each_side_against_trivial(logs, capsys):
+    """Counterfactual condition, 6 trials (gold 3 positive, 3 negative): A right on all; B
+    answers POSITIVE, invalid on trials 1 and 4, so valid on 4 (3 of them negative): its F1
+    over valid replies is 2/5 for POSITIVE and 0 for NEGATIVE. The trivial rows: the tie goes
+    to POSITIVE, F1 2*3/9 for it and 0 for NEGATIVE."""
+    from scipy.stats import norm
+
+    args = [logs["a"], logs["b"], "--condition", "counterfactual", "--limit", "0",
+            "--n-boot", str(N_BOOT)]
+    code, out, _ = _diff(capsys, *args, "--json")
+    assert code == 0
+    [c] = _strict(out)["comparisons"]
+    code, text, _ = _diff(capsys, *args)
+    assert code == 0
+    lines = text.splitlines()
+    # what the pair detects: the valid rate from its discordance (2 of 6 differ: n q = 2 <
+    # c^2 (1 - q)), the rest from the paired bootstrap's se (B has invalid replies)
+    cz = norm.ppf(0.975) + norm.ppf(0.80)
+    d = c["detectable"]
+    assert d["valid_rate"] == {
+        "display": "Valid rate", "difference": None, "detectable": False,
+        "method": "discordance", "n": 6, "discordant": 2,
+        "text": "none (only 2 of 6 samples differ: too few)"}
+    f1 = d["macro_f1_valid"]
+    assert f1["method"] == "bootstrap se" and f1["difference"] == pytest.approx(cz * f1["se"])
+    i = lines.index("  smallest difference this pair detects (80% power, α = 0.05):")
+    assert lines[i + 1:i + 4] == [
+        f"    Macro-F1: {f1['difference']:.3f} (2.80 × the paired bootstrap's standard error "
+        f"{f1['se']:.3f})",
+        f"    Accuracy: {d['accuracy_valid']['difference']:.3f} (2.80 × the paired bootstrap's "
+        f"standard error {d['accuracy_valid']['se']:.3f})",
+        "    Valid rate: none (only 2 of 6 samples differ: too few)",
+    ]
+    # the trivial rows on the pair's samples, and each side against the best
+    t = c["trivial"]
+    assert t["best"] == "majority class (POSITIVE)" and t["n"] == 6
+    assert [r["numbers"]["macro_f1_valid"] for r in t["rows"][:3]] == [pytest.approx(1 / 3)] * 3
+    assert t["a"]["difference"] == pytest.approx(1 - 1 / 3) and t["a"]["beats"] is True
+    assert t["b"]["difference"] == pytest.approx(0.2 - 1 / 3) and t["b"]["beats"] is False
+    random = t["rows"][3]["numbers"]["macro_f1_valid"]
+    assert lines[i + 4:i + 7] == [
+        "  trivial rows on these 6 samples (Macro-F1): majority class (POSITIVE) 0.333, always "
+        f"POSITIVE 0.333, always NEGATIVE 0.333, uniform random (mean of {N_BOOT} draws) "
+        f"{random:.3f}",
+        f"  A − best trivial (majority class (POSITIVE)): Macro-F1 +0.667 ({t['a']['lo']:+.3f} "
+        f"to {t['a']['hi']:+.3f}): better beyond sampling noise (95% paired bootstrap, "
+        f"{N_BOOT} resamples)",
+        f"  B − best trivial (majority class (POSITIVE)): Macro-F1 -0.133 ({t['b']['lo']:+.3f} "
+        f"to {t['b']['hi']:+.3f}): NOT better beyond sampling noise (95% paired bootstrap, "
+        f"{N_BOOT} resamples)",
+    ]

@@ -16,9 +16,12 @@ file or inside a function alike; imports only for type checking are not counted)
 3. ``tasks/`` (each study's task and its ``SPEC``) and ``builders/``
 4. ``studies`` (the list of specs) and ``recorded/`` (tools over recorded replies and logs
    that are not tasks: score-recorded, recorded-to-replay, export-counterfactuals)
-5. ``logs`` (runs read back) and ``usage`` (tokens and cost of a run, from its log)
+5. ``logs`` (runs read back), ``usage`` (tokens and cost of a run, from its log) and
+   ``standing`` (the statistics core over runs read back: intervals, trivial rows, what a pair
+   detects, ranks, gate sizes)
 6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample),
-   ``launch`` (``med-evals run``: a task's shards in several processes)
+   ``launch`` (``med-evals run``: a task's shards in several processes), ``sizing``
+   (``med-evals power``: the items a gate needs)
 7. ``cli``, ``_registry``
 
 Within a layer, the folders' graph has no cycle (e.g. ``tasks/`` may use ``builders/``, never
@@ -53,11 +56,13 @@ LAYERS: dict[str, int] = {
     "run_labels": 5,
     "pairs": 5,
     "usage": 5,
+    "standing": 5,
     "regress": 6,
     "report": 6,
     "main_job": 6,
     "diff": 6,
     "launch": 6,
+    "sizing": 6,
     "cli": 7,
     "_registry": 7,
 }

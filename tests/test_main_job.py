@@ -271,7 +271,7 @@ def test_failed_requests_are_named_beside_the_table(tmp_path, monkeypatch, capsy
         f"{log}"
     )
     row = next(r for r in out.splitlines() if r.startswith("openai-api/local/x, base_url="))
-    assert row.split()[-4:] == ["6", "1.000", "1.000", "0.833"]
+    assert row.split()[-5:-1] == ["6", "1.000", "1.000", "0.833"]  # then: beats trivial
 
 
 @pytest.mark.slow
@@ -320,6 +320,14 @@ def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "embedded/smollm2-135m, choices=POSITIVE,NEGATIVE" in out
     assert "our decoding option, not the study's" in " ".join(out.split())
+    # the trivial rows beside them (the README's table): 3 positive and 3 negative trials, the
+    # tie to POSITIVE; F1 2*3/9 for it, 0 for NEGATIVE; accuracy 3/6
+    lines = out.splitlines()
+    assert lines[2].split()[-2:] == ["beats", "trivial"]
+    trivial = {line[:line.index("   ")]: line.split()[-4:] for line in lines
+               if line.startswith("trivial: ")}
+    assert trivial["trivial: majority class (POSITIVE)"] == ["6", "0.333", "0.500", "1.000"]
+    assert trivial["trivial: always NEGATIVE"] == ["6", "0.333", "0.500", "1.000"]
     paths = sorted(str(p) for p in logs.glob("*.eval"))
     assert len(paths) == 2
     for path in paths:
@@ -375,3 +383,72 @@ def test_model_args_are_read_as_inspect_reads_them():
         "max_retries": 0, "choices": "", "choices_b": "POSITIVE,NEGATIVE", "flag": True}
     with pytest.raises(CommandError, match=r"-M 'x=\[1': the value is not valid YAML"):
         _model_args(["x=[1"], "openai-api/x/y")
+
+
+def test_trivial_rows_the_flag_and_the_ranks_in_the_table():
+    """Three runs on 12 trials (6 positive, 6 negative; A right on all, B wrong on the last, C
+    right on the first 4 only): the trivial rows, whether each run beats the best of them, and
+    the ranks (A and B both separable from C, not from each other: Holm over three exact
+    McNemar tests, test_standing.py)."""
+    from med_evals.main_job import Comparison, RunRow, stand
+    from med_evals.studies import ONCOLOGY_RCT
+
+    gold = "PNPNNP" * 2
+    word = {"P": "POSITIVE", "N": "NEGATIVE"}
+    flip = {"P": "N", "N": "P"}
+
+    def row(label: str, wrong: set[int]) -> RunRow:
+        samples = {}
+        for i, g in enumerate(gold):
+            p = flip[g] if i in wrong else g
+            samples[f"title_abstract-{i:03d}"] = {
+                "prediction": word[p], "target": word[g], "valid": True, "correct": int(p == g),
+                "condition": "title_abstract", "trial": i, "lenient": word[p]}
+        numbers = ONCOLOGY_RCT.headline_values(list(samples.values()))
+        return RunRow(label, "made up", 12, numbers, "x.eval", 1.0, None, samples)
+
+    c = stand(Comparison("title_abstract", "compare", [
+        row("model-a", set()), row("model-b", {11}), row("model-c", set(range(4, 12)))],
+        [], "", Path("logs"), None), n_boot=20)
+    lines = format_table(c).splitlines()
+    f1_b = (10 / 11 + 12 / 13) / 2
+    random = c.trivial[0].rows[-1].numbers
+    width = len("trivial: uniform random (mean of 20 draws)")  # the longest name
+
+    def line(name: str, cells: list[str], beats: str = "") -> str:
+        out = f"{name:<{width}}  {12:>4}  " + "  ".join(f"{x:>17}" for x in cells)
+        return out + (f"  {beats:>13}" if beats else "")
+
+    header = f"{'run':<{width}}  {'n':>4}  " + "  ".join(
+        f"{x:>17}" for x in ("Macro-F1", "Accuracy", "Valid rate")) + "  beats trivial"
+    assert lines[2:11] == [
+        header,
+        "-" * len(header),
+        line("model-a", ["1.000", "1.000", "1.000"], "yes"),
+        line("model-b", [f"{f1_b:.3f}", "0.917", "1.000"], "yes"),
+        line("model-c", ["0.333", "0.333", "1.000"], "no"),
+        # 6 positive and 6 negative: the tie goes to POSITIVE; F1 2*6/18 for it, 0 for the other
+        line("trivial: majority class (POSITIVE)", ["0.333", "0.500", "1.000"]),
+        line("trivial: always POSITIVE", ["0.333", "0.500", "1.000"]),
+        line("trivial: always NEGATIVE", ["0.333", "0.500", "1.000"]),
+        line("trivial: uniform random (mean of 20 draws)",
+             [f"{random['macro_f1_valid']:.3f}", f"{random['accuracy_valid']:.3f}", "1.000"]),
+    ]
+    text = "\n".join(lines)
+    b = c.standing["model-c"]
+    assert (f"- model-c: NOT better than majority class (POSITIVE) beyond sampling noise: "
+            f"macro-F1 0.333 against 0.333, difference +0.000 (95% CI {b['lo']:+.3f} to "
+            f"{b['hi']:+.3f}).") in " ".join(text.split())  # the note, wrapped
+    i = lines.index("rank  possible  run      cannot be told apart from")
+    assert lines[i - 3:i] == [
+        "Which runs can be told apart on these 12 trials: McNemar's exact test on correctness "
+        "for every pair,",
+        "Holm-corrected together (α = 0.05); ranked by macro-F1 (docs/numbers.md):",
+        "",
+    ]
+    assert lines[i + 1:i + 5] == [
+        "-" * 50,
+        "   1  1-2       model-a  model-b",
+        "   2  1-2       model-b  model-a",
+        "   3  3         model-c  none",
+    ]

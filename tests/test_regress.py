@@ -136,11 +136,46 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     assert read_baseline(path)["format"] == 3
     assert json.loads(path.read_text())["runs"][0]["task"] == "oncology_rct"
     assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["same"])]) == 0
+    same = capsys.readouterr().out.splitlines()
+    # identical replies: the pair never differs, so it shows no detectable drop at all
+    assert ("  oncology_rct / mockllm/reader accuracy_valid: this gate detects no drop of any "
+            f"size (the runs never disagree on the {N_TRIALS} samples)") in same
     assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["worse"])]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "old" in out and "diff" in out
     names = ", ".join(h.name for h in spec("oncology_rct").headline)
     assert f"gated for oncology_rct: {names} (headline metrics, paired bootstrap)" in out
+    # what the gate detects on the 60 trials compared: accuracy (every reply valid in both)
+    # from the trials the two runs differ on, c * sqrt(q / (n + c^2)); macro-F1 from the
+    # paired bootstrap's se; the valid rate never differs
+    from scipy.stats import norm
+
+    from med_evals.stats import bootstrap_difference
+
+    old = json.loads(path.read_text())["runs"][0]["samples"]
+    new = make_baseline([runs["worse"]])["runs"][0]["samples"]
+    ids = sorted(old)
+    right = {k: [int(v[i]["prediction"] == v[i]["target"]) for i in ids]
+             for k, v in (("old", old), ("new", new))}
+    differ = sum(a != b for a, b in zip(right["old"], right["new"], strict=True))
+    c = norm.ppf(0.975) + norm.ppf(0.80)
+    mde = c * math.sqrt(differ / N_TRIALS / (N_TRIALS + c * c))
+    se = bootstrap_difference(spec("oncology_rct").headline_values, [new[i] for i in ids],
+                              [old[i] for i in ids], n_boot=N_BOOT)["macro_f1_valid"]["se"]
+    lines = out.splitlines()
+    i = lines.index("what each gate can detect (80% power, α = 0.05, on the samples compared, "
+                    "at their observed differences; `med-evals power` sizes a gate from the "
+                    "baseline alone; docs/numbers.md):")
+    who = "  oncology_rct / mockllm/reader"
+    assert lines[i + 1:i + 4] == [
+        f"{who} macro_f1_valid: this gate detects drops of at least {100 * c * se:.1f} points "
+        f"({c * se:.3f}; 2.80 × the paired bootstrap's standard error {se:.3f})",
+        f"{who} accuracy_valid: this gate detects drops of at least {100 * mde:.1f} points "
+        f"({mde:.3f}; from the discordance: {differ} of {N_TRIALS} samples differ)",
+        f"{who} valid_rate: this gate detects no drop of any size (the runs never disagree on "
+        f"the {N_TRIALS} samples)",
+    ]
+    assert 10 < differ < 30
 
 
 def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):

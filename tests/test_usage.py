@@ -276,7 +276,9 @@ def test_report_compare_baseline_and_gate_show_the_same_figures(runs, capsys):
     assert code == 0
     printed = capsys.readouterr().out.splitlines()
     at = printed.index("tokens and cost, baseline -> new (information, never gated):")
-    assert printed[at - 1].startswith("gated for oncology_rct")
+    # after the gated metrics and what the gate detects (tests/test_regress.py)
+    assert printed[at - 5].startswith("gated for oncology_rct")
+    assert printed[at - 4].startswith("what each gate can detect")
     assert printed[at + 1].startswith("  oncology_rct / openai-api/fake/model-a: input tokens ")
     assert "the baseline holds no token counts" in printed[at + 1]
     assert printed[-1].startswith("pass: ")

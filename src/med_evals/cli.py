@@ -179,7 +179,14 @@ def _baseline(args: argparse.Namespace) -> int:
 
 def _regress(args: argparse.Namespace) -> int:
     from med_evals.exit_codes import CommandError
-    from med_evals.regress import decide, format_rows, gated_metrics, read_baseline, regress
+    from med_evals.regress import (
+        decide,
+        detect_lines,
+        format_rows,
+        gated_metrics,
+        read_baseline,
+        regress,
+    )
     from med_evals.usage import read_prices
 
     if args.n_boot < 100:
@@ -195,6 +202,12 @@ def _regress(args: argparse.Namespace) -> int:
         print(terminal(format_rows(rows)))
     for task, names in gated_metrics(rows).items():
         print(f"gated for {task}: {', '.join(names)} (headline metrics, paired bootstrap)")
+    detects = detect_lines(rows)
+    if detects:
+        print("what each gate can detect (80% power, α = 0.05, on the samples compared, at "
+              "their observed differences; `med-evals power` sizes a gate from the baseline "
+              "alone; docs/numbers.md):")
+        print("\n".join(terminal(f"  {line}", one_line=True) for line in detects))
     if usage:
         print("tokens and cost, baseline -> new (information, never gated):")
         print("\n".join(terminal(f"  {line}", one_line=True) for line in usage))
@@ -317,7 +330,7 @@ PRICES_HELP = (
 #: here is listed under "other", so none is ever hidden: tests/test_cli.py)
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
     "evaluation": ("compare", "run", "report", "flip-rate", "studies"),
-    "comparison and gating": ("diff", "baseline", "regress"),
+    "comparison and gating": ("diff", "baseline", "regress", "power"),
     "data tools": ("subset", "fetch", "build", "score-recorded", "recorded-to-replay",
                    "export-counterfactuals"),
 }
@@ -541,6 +554,9 @@ def main(argv: list[str] | None = None) -> int:
     from med_evals.launch import add_parser as add_run
 
     add_run(sub)
+    from med_evals.sizing import add_parser as add_power
+
+    add_power(sub)
 
     from med_evals.builders.commands import add_builder_commands
 

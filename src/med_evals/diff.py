@@ -2,9 +2,11 @@
 
 For each condition both runs have (``--condition`` for one): McNemar's exact test on paired
 correctness with its discordant counts, the paired bootstrap difference A - B of each headline
-number (:meth:`Study.headline_values`, as the report's paired comparisons compute it), and the
-samples right only in A, right only in B and wrong in both (at most ``--limit`` of each), and
-for a study with abstaining labels each side's abstention numbers on the paired samples. The
+number (:meth:`Study.headline_values`, as the report's paired comparisons compute it), the
+smallest difference of each the pair detects at 80% power and each side against the best
+trivial row on the paired samples (:mod:`med_evals.standing`), the samples right only in A,
+right only in B and wrong in both (at most ``--limit`` of each), and for a study with abstaining
+labels each side's abstention numbers on the paired samples. The
 samples are paired, judged and listed as the report's "where two runs differ" lists
 (:mod:`med_evals.report.differences`). ``--json`` prints one JSON object with the same numbers.
 Text from a log goes through :func:`med_evals.safe_text.terminal`.
@@ -38,6 +40,7 @@ from med_evals.run_labels import Group, check_comparable, run_labels
 from med_evals.runs import Run, load_selected, select_logs
 from med_evals.safe_text import terminal
 from med_evals.scorers.abstention import DISPLAY, RATES, abstention_of
+from med_evals.standing import Entry, detectable, detectable_text, standing, trivial_blocks
 from med_evals.stats import bootstrap_difference
 
 
@@ -125,10 +128,55 @@ def diff_runs(
     }
 
 
+def _detectable(study: Any, d: Differences, boot: Any) -> dict[str, Any]:
+    """:func:`med_evals.standing.detectable` as JSON: ``difference`` null where no difference
+    of any size is detectable (``detectable`` false) or it is undefined; ``text`` in words."""
+    pair = d.pair
+    found = detectable(study, pair.va, pair.vb, boot)
+    out = {}
+    for h in study.headline:
+        x = found[h.name]
+        diff = x["difference"]
+        out[h.name] = {
+            "display": h.display,
+            "difference": None if math.isnan(diff) or math.isinf(diff) else diff,
+            "detectable": not math.isinf(diff) if not math.isnan(diff) else None,
+            **{k: (_number(v) if isinstance(v, float) else v)
+               for k, v in x.items() if k != "difference"},
+            "text": detectable_text(x),
+        }
+    return out
+
+
+def _trivial(study: Any, d: Differences, n_boot: int) -> dict[str, Any]:
+    """The trivial rows on the pair's samples and each side's standing against the best
+    (:func:`med_evals.trivial.beats_trivial`, ``n_boot`` resamples, seed 0)."""
+    pair = d.pair
+    sides = [Entry(g.label, dict(zip(pair.keys, vals, strict=True)), g.task_args)
+             for g, vals in ((pair.a, pair.va), (pair.b, pair.vb))]
+    # the same samples and targets: one block; as many random draws as bootstrap resamples
+    [block] = trivial_blocks(study, pair.condition, sides, draws=n_boot)
+
+    def plain(x: Any) -> Any:
+        return _number(x) if isinstance(x, float) else x
+
+    primary = study.headline[0]
+    return {
+        "n": block.n,
+        "primary": {"name": primary.name, "display": primary.display},
+        "rows": [{"name": r.name, "kind": r.kind, "prediction": r.prediction,
+                  "numbers": {k: _number(v) for k, v in r.numbers.items()}} for r in block.rows],
+        "best": block.best.name if block.best else None,
+        **{side: (None if (b := standing(study, e, block, n_boot)) is None
+                  else {k: plain(v) for k, v in b.items()})
+           for side, e in zip(("a", "b"), sides, strict=True)},
+    }
+
+
 def _comparison(study: Any, d: Differences, limit: int, n_boot: int,
                 root: str | None) -> dict[str, Any]:
     pair = d.pair
-    headline = None
+    headline = detects = None
     if d.test is not None:  # as the report: no valid prediction, no test and no bootstrap
         boot = bootstrap_difference(pair.a.headline, pair.va, pair.vb, n_boot=n_boot)
         headline = {
@@ -136,6 +184,7 @@ def _comparison(study: Any, d: Differences, limit: int, n_boot: int,
                                               for k in ("a", "b", "difference", "lo", "hi")}}
             for h in study.headline
         }
+        detects = _detectable(study, d, boot)
 
     def listed(ids: Sequence[str]) -> dict[str, Any]:
         rows = sample_rows(study, pair, ids[:limit], root)
@@ -149,6 +198,8 @@ def _comparison(study: Any, d: Differences, limit: int, n_boot: int,
         },
         "headline": headline,
         "abstention": _abstention(study, pair),
+        "detectable": detects,
+        "trivial": _trivial(study, d, n_boot),
         "right_only_in_a": listed(d.a_only),
         "right_only_in_b": listed(d.b_only),
         "wrong_in_both": {**listed(d.both_wrong), "labels_differ": d.labels_differ},
@@ -205,6 +256,28 @@ def _rows_text(title: str, listed: dict[str, Any], limit: int, extra: str = "") 
     return lines
 
 
+def _trivial_text(t: dict[str, Any], n_boot: int) -> list[str]:
+    """The trivial rows in the primary number, then each side against the best of them."""
+    if t["best"] is None:
+        return []
+    primary, display = t["primary"]["name"], t["primary"]["display"]
+    rows = ", ".join(f"{_t(r['name'])} {_fmt(r['numbers'][primary], False)}" for r in t["rows"])
+    lines = [f"  trivial rows on these {t['n']} samples ({display}): {rows}"]
+    for side in ("a", "b"):
+        b = t[side]
+        if b is None:
+            continue
+        verdict = ("undefined" if b["beats"] is None else
+                   "better beyond sampling noise" if b["beats"] else
+                   "NOT better beyond sampling noise")
+        interval = (f" ({_fmt(b['lo'])} to {_fmt(b['hi'])})"
+                    if b["lo"] is not None and b["hi"] is not None else "")
+        lines.append(f"  {side.upper()} − best trivial ({_t(b['trivial'])}): {display} "
+                     f"{_fmt(b['difference'])}{interval}: {verdict} (95% paired bootstrap, "
+                     f"{n_boot} resamples)")
+    return lines
+
+
 def format_text(result: dict[str, Any]) -> str:
     """The comparison as terminal text (every text from a log made safe)."""
     lines = [
@@ -232,6 +305,9 @@ def format_text(result: dict[str, Any]) -> str:
                             if h["lo"] is not None and h["hi"] is not None else "")
                 lines.append(f"    {h['display']}: {_fmt(h['difference'])}{interval}  "
                              f"[A {_fmt(h['a'], False)}, B {_fmt(h['b'], False)}]")
+            lines.append("  smallest difference this pair detects (80% power, α = 0.05):")
+            lines += [f"    {x['display']}: {x['text']}" for x in c["detectable"].values()]
+        lines += _trivial_text(c["trivial"], result["n_boot"])
         if c.get("abstention"):
             lines.append(_abstention_line(c["abstention"]))
         lines += _rows_text("right only in A", c["right_only_in_a"], limit)

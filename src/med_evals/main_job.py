@@ -22,6 +22,11 @@ scored ERROR, as the study scored a failed call, and named beside the table; a r
 requests got a reply stops with one line naming its log (exit 1). A SIGTERM stops the runs as
 Ctrl-C does: each log is closed as ``cancelled`` and named.
 
+Beside the runs: the trivial rows of their trials (the same headline function, each reply a
+constant or a uniform random answer), whether each run beats the best of them beyond sampling
+noise, and, for three runs or more, which can be told apart (:mod:`med_evals.standing`, with the
+report's resamples: the report's numbers).
+
 Every number printed for a run is :meth:`Study.headline_values` over the run's per-sample values,
 read back from its log: the function behind the logged metrics (the tests check they are equal),
 the report and the regression gate. The published rows are the study's Table 1 as released
@@ -94,6 +99,10 @@ class RunRow:
     log: str
     seconds: float
     usage: Any = None  # med_evals.usage.RunUsage (imported when a run is read)
+    #: the condition's per-sample values (sample id -> score value) and the run's task
+    #: arguments: the trivial rows, the standing against them and the ranks are computed on them
+    samples: dict[str, dict[str, Any]] = field(default_factory=dict)
+    task_args: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -107,6 +116,15 @@ class Comparison:
     log_dir: Path
     report: Path | None
     notes: list[str] = field(default_factory=list)
+    #: what the numbers can say (:func:`stand`): the trivial rows of the runs' trials
+    #: (:class:`med_evals.standing.TrivialBlock`), each run's standing against the best of
+    #: them (label -> :func:`med_evals.trivial.beats_trivial`), the ranks of three runs or more
+    #: (:class:`med_evals.standing.Ranking`)
+    trivial: list[Any] = field(default_factory=list)
+    standing: dict[str, Any] = field(default_factory=dict)
+    ranking: list[Any] = field(default_factory=list)
+    #: the bootstrap resamples (and random draws) behind ``standing`` and ``trivial``
+    n_boot: int = 0
 
 
 def model_label(model: str, args: dict[str, Any]) -> str:
@@ -317,7 +335,26 @@ def run_compare(
         timing += f"; {model}: {own[0].seconds:.0f} s from its log's start to end"
     notes.insert(0, timing)
     notes[1:1] = [n for lg in logs if (n := failed_requests_note(lg)) is not None]
-    return Comparison(condition, subset, rows, published, note, folder, report, notes)
+    return stand(Comparison(condition, subset, rows, published, note, folder, report, notes))
+
+
+def stand(c: Comparison, n_boot: int | None = None) -> Comparison:
+    """``c`` with what its numbers can say, as the report computes it
+    (:mod:`med_evals.standing`; ``n_boot``: the report's resamples unless given, seed 0): the
+    trivial rows of the runs' trials, each run against the best of them, and the ranks of three
+    runs or more."""
+    from med_evals.report.build import N_BOOT
+    from med_evals.standing import Entry, block_of, ranking, standing, trivial_blocks
+    from med_evals.studies import ONCOLOGY_RCT
+
+    n = N_BOOT if n_boot is None else n_boot
+    runs = [Entry(r.label, r.samples, r.task_args) for r in c.runs if r.samples]
+    c.trivial = trivial_blocks(ONCOLOGY_RCT, c.condition, runs, draws=n)
+    c.standing = {e.label: standing(ONCOLOGY_RCT, e, block_of(c.trivial, e.label), n)
+                  for e in runs}
+    c.n_boot = n
+    c.ranking = ranking(ONCOLOGY_RCT, c.condition, runs)
+    return c
 
 
 def served_limits(model: str, timeout: int, max_retries: int) -> Any:
@@ -449,7 +486,9 @@ def _row(
     from med_evals.runs import run_of
 
     run = run_of(log, str(log.location))  # the log eval() returned: not read again
-    values = run.by_condition().get(condition, [])
+    samples = {sid: v for sid, v in run.values.items()
+               if str(v.get("condition", "")) == condition}
+    values = list(samples.values())
     numbers = run.headline_values(values)
     label = labels.get(log.eval.model) or model_name(run)
     stats = log.stats
@@ -461,7 +500,7 @@ def _row(
     )
     return RunRow(
         label, sources[log.eval.model], len(values), numbers, str(log.location), seconds,
-        run.usage(prices, values),
+        run.usage(prices, values), samples, run.task_args,
     )
 
 
@@ -509,13 +548,23 @@ def format_table(c: Comparison) -> str:
         f"subset {c.subset or 'all'} ({', '.join(map(str, sorted(n_trials)))} trials)",
         "",
     ]
+    several = len(c.trivial) > 1
+    trivial = [(trivial_name(b, t, several), b.n, t.numbers) for b in c.trivial for t in b.rows]
     width = max([len(r.label) for r in c.runs] + [len(str(p["Model"])) + 12 for p in c.published]
-                + [20])
+                + [len(name) for name, _, _ in trivial] + [20])
     header = f"{'run':<{width}}  {'n':>4}  " + "  ".join(f"{h.display:>17}" for h in heads)
+    if c.standing:
+        header += f"  {BEATS:>{len(BEATS)}}"
     lines += [header, "-" * len(header)]
     for r in c.runs:
         cells = "  ".join(f"{_num(r.values[h.name]):>17}" for h in heads)
-        lines.append(f"{r.label:<{width}}  {r.n:>4}  {cells}")
+        line = f"{r.label:<{width}}  {r.n:>4}  {cells}"
+        if c.standing:
+            line += f"  {_beats(c.standing.get(r.label)):>{len(BEATS)}}"
+        lines.append(line)
+    for name, n, numbers in trivial:
+        cells = "  ".join(f"{_num(numbers[h.name]):>17}" for h in heads)
+        lines.append(f"{name:<{width}}  {n:>4}  {cells}")
     for p in c.published:
         cells = "  ".join(
             f"{p[PUBLISHED_COLUMNS[h.name]] + ('%' if h.name == 'valid_rate' else ''):>17}"
@@ -533,6 +582,7 @@ def format_table(c: Comparison) -> str:
         notes.append(f"- published rows: {PUBLISHED_SOURCE}")
     elif c.published_note:
         notes.append(f"- published rows not shown: {c.published_note}")
+    notes += trivial_notes(c)
     if any("choices=" in r.label for r in c.runs):
         notes.append(
             "- choices=...: the reply is the more probable of the listed replies (our decoding "
@@ -540,6 +590,7 @@ def format_table(c: Comparison) -> str:
         )
     lines.append("")
     lines += [textwrap.fill(n, 100, subsequent_indent="  ") for n in notes]
+    lines += ranking_lines(c)
     lines += usage_lines(c.runs)
     lines.append("")
     lines += c.notes
@@ -548,6 +599,63 @@ def format_table(c: Comparison) -> str:
     # absolute, without "..": Inspect's viewer answers 403 for a folder named with ".."
     lines.append(f"logs:   inspect view --log-dir {os.path.abspath(c.log_dir)}")
     return "\n".join(lines)
+
+
+#: the column saying whether a run beats the best trivial row beyond sampling noise
+BEATS = "beats trivial"
+
+
+def _beats(b: dict[str, Any] | None) -> str:
+    return "—" if b is None or b["beats"] is None else "yes" if b["beats"] else "no"
+
+
+def trivial_name(block: Any, row: Any, several: bool) -> str:
+    """``trivial: always POSITIVE``; with runs on different trials, whose trials too."""
+    whose = f" ({', '.join(block.labels)})" if several else ""
+    return f"trivial{whose}: {row.name}"
+
+
+def trivial_notes(c: Comparison) -> list[str]:
+    """What the trivial rows and the beats-trivial column are, and each run that does not beat
+    the best trivial row (its difference and interval)."""
+    if not c.trivial:
+        return []
+    best = {b.best.name for b in c.trivial if b.best is not None}
+    notes = [
+        "- trivial: the study's headline function on the same trials, each reply replaced by "
+        "a constant answer (the majority class, each label) or drawn uniformly (the mean of "
+        f"its draws); beats trivial: the run's macro-F1 minus the best constant row's "
+        f"({', '.join(sorted(best)) or 'none'}) has a 95% paired bootstrap interval above 0 "
+        f"({c.n_boot} resamples, seed 0, as in the report; docs/numbers.md)."
+    ]
+    for label, b in c.standing.items():
+        if b is not None and b["beats"] is False:
+            notes.append(
+                f"- {label}: NOT better than {b['trivial']} beyond sampling noise: macro-F1 "
+                f"{b['run']:.3f} against {b['trivial_value']:.3f}, difference "
+                f"{b['difference']:+.3f} (95% CI {b['lo']:+.3f} to {b['hi']:+.3f})."
+            )
+    return notes
+
+
+def ranking_lines(c: Comparison) -> list[str]:
+    """Which runs can be told apart (three runs or more): their ranks by macro-F1, the ranks
+    each could hold, and the runs each cannot be told apart from."""
+    lines: list[str] = []
+    for r in c.ranking:
+        head = textwrap.fill(
+            f"Which runs can be told apart on these {r.n} trials: McNemar's exact test on "
+            "correctness for every pair, Holm-corrected together (α = 0.05); ranked by "
+            "macro-F1 (docs/numbers.md):", 100)
+        width = max(len(x.run) for x in r.ranked)
+        header = f"{'rank':>4}  {'possible':<8}  {'run':<{width}}  cannot be told apart from"
+        lines += ["", head, "", header, "-" * len(header)]
+        for x in r.ranked:
+            span = (str(x.best_rank) if x.best_rank == x.worst_rank
+                    else f"{x.best_rank}-{x.worst_rank}")
+            lines.append(f"{x.rank:>4}  {span:<8}  {x.run:<{width}}  "
+                         f"{'; '.join(x.inseparable) or 'none'}")
+    return lines
 
 
 def usage_lines(runs: Sequence[RunRow]) -> list[str]:

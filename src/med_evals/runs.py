@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -352,7 +352,8 @@ def run_of(
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
     return Run(path, task, log.eval.model, values, provenance(log), metrics, others,
-               samples=sample_texts(log, path, scorer, values),
+               samples=sample_texts(log, path, scorer, values,
+                                    spec(task).source if study else None),
                roles=sample_role_usages(log), recorded=recorded_model(log),
                paid=paid_usage(log, earlier, unreadable))
 
@@ -401,13 +402,15 @@ def input_digest(sample: Any) -> str:
 
 
 def sample_texts(
-    log: EvalLog, path: str, scorer: str, values: dict[str, Any]
+    log: EvalLog, path: str, scorer: str, values: dict[str, Any], source: str | None = None
 ) -> dict[str, dict[str, Any]]:
     """sample id -> ``input`` (the first :data:`INPUT_CHARS` of the last user message, or of
     a text input), ``reply`` (the first :data:`REPLY_CHARS` of the completion; ``reply_chars``:
-    its whole length), ``epoch`` and ``epochs``. Of several epochs, the reply shown is the first
-    epoch's whose label is the sample's reduced label (``values``: the run's reduced values).
-    Empty for a log written without samples."""
+    its whole length), ``epoch`` and ``epochs``, and ``source``: the sample metadata's value
+    under the key ``source`` (the study's :attr:`~med_evals.spec.Study.source`: the review a
+    MedEvidence question came from), as text (None: no such key). Of several epochs, the reply
+    shown is the first epoch's whose label is the sample's reduced label (``values``: the
+    run's reduced values). Empty for a log written without samples."""
     out: dict[str, dict[str, Any]] = {}
     for s in sorted(log.samples or [], key=lambda s: s.epoch):
         sid = str(s.id)
@@ -430,10 +433,16 @@ def sample_texts(
             "epochs": seen["epochs"] if seen else 1,
             "log": path,
             "matches": wanted,
+            "source": _source(s.metadata, source),
         }
     for v in out.values():
         del v["matches"]
     return out
+
+
+def _source(metadata: Mapping[str, Any] | None, key: str | None) -> str | None:
+    value = (metadata or {}).get(key) if key else None
+    return None if value is None else str(value)
 
 
 def reduced_values(log: EvalLog) -> dict[str, dict[str, Any]]:

@@ -180,6 +180,11 @@ class Study:
     #: ENOUGH INFORMATION; MedEvidence's uncertain classes); none: the study has no abstention
     #: (:mod:`med_evals.scorers.abstention`)
     abstaining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    #: the sample metadata key naming each sample's source, where several samples share one
+    #: (the oncology trial behind each condition's sample, MedEvidence's review): intervals
+    #: clustered by it stand beside the plain ones (:mod:`med_evals.clustered`); None: the
+    #: data records none
+    source: str | None = None
 
     @staticmethod
     def named(task: str) -> Study:

@@ -8,7 +8,9 @@
 - McNemar's exact test on paired correctness, and a paired percentile bootstrap of any function
   of per-sample values (the report's comparisons and ``med-evals regress``), with the standard
   error of its resamples; the bootstrap standard error of one run's numbers
-  (:mod:`med_evals.power` turns either into a detectable difference).
+  (:mod:`med_evals.power` turns either into a detectable difference), and the percentile
+  bootstrap interval of one run's numbers, plain or resampling whole clusters
+  (:func:`bootstrap_interval`: a macro-F1's 95% interval).
 """
 
 from __future__ import annotations
@@ -150,4 +152,49 @@ def bootstrap_se(
     for k, xs in boots.items():
         arr = np.asarray(xs)
         out[k] = _sd(arr[~np.isnan(arr)])
+    return out
+
+
+def bootstrap_interval(
+    fn: Callable[[list[Any]], Mapping[str, float]],
+    values: Sequence[Any],
+    n_boot: int = 1000,
+    seed: int = 0,
+    clusters: Sequence[Any] | None = None,
+) -> dict[str, tuple[float, float]]:
+    """The 95% percentile bootstrap interval of every number ``fn`` returns over one run's
+    ``values`` (Efron and Tibshirani 1993, ch. 13): ``fn`` over ``n_boot`` resamples of the
+    samples with replacement, seeded, undefined resamples left out as in
+    :func:`bootstrap_difference`. With ``clusters`` (one source per value: the review a question
+    came from) whole clusters are resampled, each drawn cluster bringing all its samples (the
+    cluster bootstrap, Davison and Hinkley 1997, section 3.8): the interval then allows for
+    samples of one source erring together. (NaN, NaN) with no samples or no defined resample."""
+    keys = list(fn(list(values)))
+    n = len(values)
+    if n == 0:
+        return dict.fromkeys(keys, (math.nan, math.nan))
+    if clusters is not None and len(clusters) != n:
+        raise ValueError("values and clusters differ in length")
+    members: list[list[int]] = []
+    if clusters is not None:
+        by_cluster: dict[Any, list[int]] = {}
+        for i, c in enumerate(clusters):
+            by_cluster.setdefault(c, []).append(i)
+        members = list(by_cluster.values())
+    rng = np.random.default_rng(seed)
+    boots: dict[str, list[float]] = {k: [] for k in keys}
+    for _ in range(n_boot):
+        if clusters is None:
+            idx = list(rng.integers(0, n, n))
+        else:
+            idx = [i for c in rng.integers(0, len(members), len(members)) for i in members[c]]
+        r = fn([values[i] for i in idx])
+        for k in keys:
+            boots[k].append(float(r[k]))
+    out = {}
+    for k, xs in boots.items():
+        arr = np.asarray(xs)
+        arr = arr[~np.isnan(arr)]
+        lo, hi = np.percentile(arr, [2.5, 97.5]) if arr.size else (math.nan, math.nan)
+        out[k] = (float(lo), float(hi))
     return out

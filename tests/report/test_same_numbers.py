@@ -111,6 +111,25 @@ def test_medevidence(tmp_path, monkeypatch):
     by_cond = {r.condition: r.values for r in rows}
     assert by_cond["evidence"]["valid_rate"] == 1.0
     assert by_cond["closed_book"]["valid_rate"] == 0.0  # not the authors' **Answer** field
+    # several questions of one review: intervals clustered by review, from the samples'
+    # metadata in the log, beside the plain ones (Inspect's clustered Wilson interval)
+    from inspect_ai.log import read_eval_log
+
+    from med_evals.clustered import clustered_proportion
+    from med_evals.report.document import fmt_interval
+
+    [path] = sorted((tmp_path / "run" / "logs").glob("*.eval"))
+    samples = [s for s in read_eval_log(str(path)).samples if s.id.startswith("evidence")]
+    samples.sort(key=lambda s: str(s.id))
+    right = [int(s.scores["effect_direction"].value["prediction"] == s.target) for s in samples]
+    reviews = [s.metadata["review"] for s in samples]
+    assert len(set(reviews)) < len(reviews)
+    tables = md_tables((tmp_path / "report" / "report.md").read_text())
+    [(_, _, clustered)] = [t for t in tables if t[1].startswith("95% intervals clustered by")]
+    [row] = [r for r in clustered if r["condition"] == "evidence"]
+    assert row["reviews"] == str(len(set(reviews)))
+    assert row["Accuracy 95% CI, clustered by review"] == fmt_interval(
+        clustered_proportion(right, reviews)["wilson_clustered"], 3)
 
 
 @pytest.mark.slow
@@ -167,3 +186,7 @@ def test_verdict_tasks(task, tmp_path):
     rows = check_same_numbers(task, tmp_path / "run" / "logs", tmp_path / "report")
     [row] = rows
     assert 0 < row.values["valid_rate"] < 1 and row.condition == ""
+    # no review id in the data: no clustered interval, and the report says so
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "No interval clustered by source: the " in text
+    assert "95% intervals clustered by" not in text

@@ -17,12 +17,27 @@ import pandas as pd
 from med_evals._compat import registry_unqualified_name
 from med_evals.pairs import differences, pairs
 from med_evals.report import published
-from med_evals.report.document import MISSING, Document, is_missing
+from med_evals.report.document import MISSING, Document
+from med_evals.report.standing import (
+    DETECTS,
+    ConditionStanding,
+    detect_table,
+    detectable_cell,
+    fmt_diff,
+    interval_tables,
+    not_better_lines,
+    ranking_table,
+    standings,
+    trivial_label,
+)
 from med_evals.run_labels import Group, ordered_conditions
 from med_evals.runs import Run
 from med_evals.scorers.classification import metric_values
 from med_evals.spec import Study
+from med_evals.standing import detectable
 from med_evals.stats import bootstrap_difference
+
+__all__ = ["HeadlineRow", "fmt_diff", "headline_block", "paired_rows", "paired_table"]
 
 
 @dataclass(frozen=True)
@@ -51,45 +66,71 @@ def headline_rows(study: Study, groups: Sequence[Group]) -> list[HeadlineRow]:
     return rows
 
 
-def headline_table(doc: Document, study: Study, rows: Sequence[HeadlineRow]) -> None:
-    """The study's headline numbers per run (and condition), as logged and gated."""
+def headline_table(
+    doc: Document, study: Study, rows: Sequence[HeadlineRow],
+    conditions: Mapping[str, ConditionStanding] | None = None, n_boot: int = 0,
+) -> None:
+    """The study's headline numbers per run (and condition), as logged and gated; with the
+    ``conditions``' standings, each condition's trivial rows after its runs, and for each run
+    its primary number minus the best trivial row's and whether it is better beyond sampling
+    noise."""
     with_cond = any(r.condition for r in rows)
+    primary = study.headline[0]
+    diff_col = f"{primary.display} − best trivial (95% CI)"
     table = []
-    for r in rows:
+    for i, r in enumerate(rows):
         row: dict[str, Any] = {"run": r.label}
         if with_cond:
             row["condition"] = r.condition
         row["n"] = r.n
         row.update({h.display: r.values[h.name] for h in study.headline})
+        st = conditions[r.condition] if conditions else None
+        if st is not None:
+            beat = st.standing.get(r.label)
+            row[diff_col] = fmt_diff(beat) if beat else MISSING
+            row["better than trivial"] = (MISSING if not beat or beat["beats"] is None
+                                          else "yes" if beat["beats"] else "no")
         table.append(row)
+        last = i + 1 == len(rows) or rows[i + 1].condition != r.condition
+        if st is not None and last:
+            for block in st.blocks:
+                for t in block.rows:
+                    trow: dict[str, Any] = {"run": trivial_label(block, t, len(st.blocks) > 1)}
+                    if with_cond:
+                        trow["condition"] = r.condition
+                    trow["n"] = block.n
+                    trow.update({h.display: t.numbers[h.name] for h in study.headline})
+                    trow[diff_col] = trow["better than trivial"] = ""
+                    table.append(trow)
     over = "; ".join(
         f"{h.display} over {h.over}"
         + (f" ({h.why or 'ours'})" if h.source == "ours" else "")
         for h in study.headline
     )
+    trivial = ""
+    if conditions:
+        trivial = (
+            "; trivial rows: the same headline function on the same samples, each reply "
+            "replaced by a constant answer (the majority class, each label) or a uniform "
+            "random one (mean of its draws), every such reply valid; better than trivial: "
+            f"the run's {primary.display} minus the best constant row's has a 95% paired "
+            f"bootstrap interval ({n_boot} resamples, seed 0) above 0 (docs/numbers.md)"
+        )
     doc.table(
         table,
-        f"Headline numbers, as logged (metric 'headline') and gated by med-evals regress: {over}",
+        f"Headline numbers, as logged (metric 'headline') and gated by med-evals regress: "
+        f"{over}{trivial}",
         keys=2 if with_cond else 1,
         empty="no run",
     )
 
 
-def fmt_diff(d: dict[str, float]) -> str:
-    """``+0.120 (-0.050 to +0.300)`` for a difference with its 95% interval."""
-    if is_missing(d.get("difference")):
-        return MISSING
-    text = f"{d['difference']:+.3f}"
-    if not (is_missing(d.get("lo")) or is_missing(d.get("hi"))):
-        text += f" ({d['lo']:+.3f} to {d['hi']:+.3f})"
-    return text
-
-
 def paired_rows(study: Study, groups: Sequence[Group], n_boot: int) -> list[dict[str, Any]]:
     """Every two runs on the samples both scored (per condition, :func:`med_evals.pairs.pairs`):
     McNemar's exact test on correctness and, for each headline number, A - B with a 95% paired
-    bootstrap interval of :meth:`Study.headline_values` itself. No valid prediction on the
-    paired samples: no test."""
+    bootstrap interval of :meth:`Study.headline_values` itself, and the smallest difference
+    the pair detects at 80% power (:func:`med_evals.standing.detectable`; keys starting
+    :data:`DETECTS`). No valid prediction on the paired samples: no test."""
     rows = []
     for pair in pairs(study, groups):
         row: dict[str, Any] = {"run A": pair.a.label, "run B": pair.b.label}
@@ -106,20 +147,27 @@ def paired_rows(study: Study, groups: Sequence[Group], n_boot: int) -> list[dict
         boot = bootstrap_difference(pair.a.headline, pair.va, pair.vb, n_boot=n_boot)
         for h in study.headline:
             row[f"A − B {h.display} (95% CI)"] = fmt_diff(boot[h.name])
+        found = detectable(study, pair.va, pair.vb, boot)
+        for h in study.headline:
+            row[f"{DETECTS} {h.display}"] = detectable_cell(found[h.name])
         rows.append(row)
     return rows
 
 
 def paired_table(doc: Document, study: Study, groups: Sequence[Group], n_boot: int) -> None:
+    """Which runs can be told apart (three or more), the paired comparisons and what each pair
+    can detect."""
+    ranking_table(doc, study, groups)
     rows = paired_rows(study, groups, n_boot)
     keys = 3 if any("condition" in r for r in rows) else 2
     doc.table(
-        rows,
+        [{k: v for k, v in r.items() if not k.startswith(DETECTS)} for r in rows],
         "Paired comparisons between runs on the samples both scored: McNemar's exact test on "
         f"correctness; headline differences with a 95% paired percentile bootstrap ({n_boot} "
         "resamples, seed 0) of the headline function",
         keys=keys,
     )
+    detect_table(doc, rows, keys)
 
 
 # --- published tables ---------------------------------------------------------------------
@@ -177,10 +225,15 @@ def provenance_tables(doc: Document, runs: Sequence[Run], labels: dict[int, str]
 
 def headline_block(ctx: Any, study: Study, groups: Sequence[Group]) -> list[HeadlineRow]:
     """A study's headline rows: recorded for the report's checks and printed as its first
-    table (every study section opens with it)."""
+    table (every study section opens with it), with the trivial rows and each run's standing
+    against them, then the numbers' 95% intervals."""
     rows = headline_rows(study, groups)
     ctx.headline += rows
-    headline_table(ctx.doc, study, rows)
+    conditions = standings(study, groups, ctx.n_boot)
+    headline_table(ctx.doc, study, rows, conditions, ctx.n_boot)
+    for line in not_better_lines(study, conditions, ctx.n_boot):
+        ctx.doc.p(line, "warn")
+    interval_tables(ctx.doc, study, conditions, ctx.n_boot)
     return rows
 
 

@@ -369,4 +369,5 @@ SPEC = Study(
     conditions=CONDITIONS,
     subset_source=subset_source,
     datasets=(DATASET,),
+    source="review",  # the Cochrane review each question came from (sample metadata)
 )

@@ -480,4 +480,5 @@ SPEC = Study(
     subset_source=subset_source,
     datasets=(DATASET,),
     reference_tables=("oncology-table1-published.csv",),
+    source="trial",  # the trial behind each condition's sample (sample metadata)
 )
