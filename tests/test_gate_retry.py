@@ -172,7 +172,8 @@ def test_a_resumed_run_counts_every_attempt_and_shows_no_saving(retried, tmp_pat
     capsys.readouterr()
     assert cli_main(["regress", *NB, "--baseline", str(baseline), str(retried["logs"])]) == 0
     out = capsys.readouterr().out
-    [line] = [x for x in out.splitlines() if x.startswith("  oncology_rct / ")]
+    [line] = [x for x in out.splitlines()
+              if x.startswith("  oncology_rct / ") and "input tokens" in x]
     assert "input tokens 360 -> 360 (+0); output tokens 36 -> 36 (+0)" in line
     assert "; paid over 3 attempts of the eval: input tokens at least " in line
     result = build_report([retried["logs"]], tmp_path / "report", n_boot=10)
