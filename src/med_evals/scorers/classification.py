@@ -26,7 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, metric
-from sklearn.metrics import accuracy_score, confusion_matrix, precision_recall_fscore_support
+from sklearn.metrics import accuracy_score, confusion_matrix
 
 from med_evals._compat import registry_unqualified_name
 from med_evals.scorers.labels import ERROR, INVALID
@@ -99,14 +99,25 @@ def accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
 
 
 def f1_of_codes(g: np.ndarray, p: np.ndarray, codes: Sequence[int]) -> np.ndarray:
-    """The F1 of each of ``codes`` (scikit-learn's ``precision_recall_fscore_support``,
-    ``average=None``, ``zero_division=0``): the one F1 computation of the package."""
-    return np.asarray(
-        precision_recall_fscore_support(g, p, labels=list(codes), average=None, zero_division=0)[
-            2
-        ],
-        dtype=float,
-    )
+    """The F1 of each of ``codes``: scikit-learn's ``precision_recall_fscore_support``
+    (``average=None``, ``zero_division=0``) as it computes it, ``2 tp / (true + predicted)``
+    in float64 from the confusion counts, 0 where a code is neither true nor predicted; the one
+    F1 computation of the package. The counts come from ``np.bincount`` instead of scikit-learn's
+    input checks and multilabel confusion matrix, which took nearly all of the time of the
+    report's and the gate's bootstraps (hundreds of calls per run and condition);
+    ``tests/scorers/test_classification.py`` checks the values are scikit-learn's, bit for bit,
+    on random codes."""
+    wanted = np.asarray(list(codes), dtype=np.int64)
+    if not len(g) or not len(wanted):
+        return np.zeros(len(wanted), dtype=float)
+    width = int(max(g.max(), p.max(), wanted.max())) + 1
+    tp = np.bincount(g[g == p], minlength=width)[wanted]
+    true = np.bincount(g, minlength=width)[wanted]
+    predicted = np.bincount(p, minlength=width)[wanted]
+    denom = 1.0 * true.astype(np.float64) + predicted.astype(np.float64)
+    out = np.zeros(len(wanted), dtype=np.float64)
+    np.divide(2.0 * tp.astype(np.float64), denom, out=out, where=denom != 0)
+    return out
 
 
 def f1_per_label_codes(g: np.ndarray, p: np.ndarray, n_labels: int) -> np.ndarray:
