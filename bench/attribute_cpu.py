@@ -1,12 +1,14 @@
-"""Where the CPU of one suite run goes: ``inspect eval med_evals/healthfc`` on the 750 claims
-against the local 200 ms server at 32 connections, sampled by py-spy while it holds the GIL (so
-only Python's own CPU time is counted, not threads waiting), each sample attributed to the first
-of :data:`AREAS` that a frame of its stack belongs to (the order is the table's: start-up first,
+"""Where the CPU of one suite run goes: ``inspect eval med_evals/healthfc`` on the 750 claims (or
+``--study medreqal --n 10000``: 10,000 synthetic questions in MedREQAL's schema) against the
+local 200 ms server at 32 connections, sampled by py-spy while it holds the GIL (so only
+Python's own CPU time is counted, not threads waiting), each sample attributed to the first of
+:data:`AREAS` that a frame of its stack belongs to (the order is the table's: start-up first,
 then Inspect's log side, our scorer, the OpenAI client, events, the model layer, the runner).
 pydantic is counted across all areas too (validation and serialisation inside any of them).
 
     pip install py-spy
     python bench/attribute_cpu.py [--settings=--no-log-realtime] [--n 750] [--rate 200]
+    python bench/attribute_cpu.py --study medreqal --n 10000 --settings=--no-log-realtime
     python bench/attribute_cpu.py --stacks FILE   # attribute a py-spy raw file already recorded
 
 The figures in docs/performance.md ("Where the CPU goes") come from this script.
@@ -24,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_peers import BIN, bench_env, commands, start_server  # noqa: E402
+from bench_peers import BIN, bench_env, commands, start_server, study_args  # noqa: E402
 from synthetic import data_dir as find_data_dir  # noqa: E402
 
 #: (area, pattern of a frame in py-spy's raw output): the first area any frame matches
@@ -69,27 +71,33 @@ def record(args: argparse.Namespace) -> Path:
     server, base_url = start_server(0.2)
     out = tmp / "stacks.txt"
     # bench_peers' "suite" runner, under py-spy
+    task_args = study_args(args.study, args.n, find_data_dir(args.data_dir), tmp)
     [suite] = commands("suite", args.n, None, base_url, 32, tmp, tmp / "claims.jsonl", None,
-                       find_data_dir(args.data_dir))
+                       task_args, args.study)
     cmd = [str(BIN / "py-spy"), "record", "--gil", "-r", str(args.rate), "-f", "raw", "-o",
            str(out), "--", sys.executable, *suite, *shlex.split(args.settings)]
     try:
-        subprocess.run(cmd, check=True, capture_output=True, env=bench_env(tmp))
+        done = subprocess.run(cmd, capture_output=True, text=True, env=bench_env(tmp))
     finally:
         server.terminate()
+    if done.returncode:
+        raise SystemExit(f"py-spy or the run failed (exit {done.returncode}):\n"
+                         f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=750)
-    ap.add_argument("--rate", type=float, default=200, help="py-spy samples per second")
+    ap.add_argument("--study", choices=("healthfc", "medreqal"), default="healthfc")
+    ap.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
     ap.add_argument("--settings", default="", help="extra inspect eval options")
     ap.add_argument("--data-dir", default=None)
     ap.add_argument("--stacks", type=Path, default=None, help="attribute this raw file")
     args = ap.parse_args()
     stacks = args.stacks or record(args)
-    print(f"{args.n} claims, settings: {args.settings or 'Inspect defaults'} ({stacks})")
+    settings = args.settings or "Inspect defaults"
+    print(f"{args.study}: {args.n} items, settings: {settings} ({stacks})")
     for area, seconds, share in attribute(stacks, args.rate):
         print(f"{seconds:7.1f} s {100 * share:5.1f}%  {area}")
 

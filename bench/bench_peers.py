@@ -1,5 +1,7 @@
-"""med_evals beside its peers on the same work: HealthFC's 750 claims, the same Table 7 messages,
-at most 256 output tokens, against the same local OpenAI-compatible server.
+"""med_evals beside its peers on the same work: HealthFC's 750 claims (``--study healthfc``,
+default) or 10,000 questions in MedREQAL's schema (``--study medreqal --n 10000``: synthetic
+rows of the paper's label proportions and lengths, ``bench/synthetic.py``), the same Table 7
+messages, at most 256 output tokens, against the same local OpenAI-compatible server.
 
 Runners, each a process of its own (timed from outside: wall time, user + system CPU and peak
 RSS from ``os.wait4``), run interleaved round by round so the noise of a shared machine falls on
@@ -8,10 +10,15 @@ all of them alike:
 - ``suite``: ``inspect eval med_evals/healthfc -T bertscore=false --display none`` (Inspect's
   defaults otherwise);
 - ``suite-recommended``: the same with the run settings docs/performance.md recommends
-  (``--no-log-realtime``);
+  (``--no-log-realtime --no-score-display``);
 - ``suite-sharded``: the recommended run as two processes at once, ``--limit 1-375`` and
   ``--limit 376-750`` into one log folder (Inspect's own sample ranges; ``med-evals report``,
   ``baseline`` and ``regress`` read the two logs as one run); CPU is the sum, RSS the larger;
+- ``suite-processes``: ``med-evals run med_evals/<study> --processes P`` (``--processes``,
+  default 2): ``-T shard=i/P`` in P processes with the recommended settings, one merged run;
+  CPU is the whole process tree's;
+- any suite runner with Inspect flags after a colon, to measure a setting:
+  ``suite-recommended:--log-buffer 100``, ``suite-recommended:--no-score-display``;
 - ``bare-inspect``: a bare Inspect task over the same messages, ``generate()`` and
   ``includes()``, ``--display none``;
 - ``lm-eval``: lm-evaluation-harness (pinned, :data:`LM_EVAL`, installed into a virtual
@@ -32,7 +39,10 @@ suite's beside bare Inspect's and lm-eval's.
 
     python bench/bench_peers.py [--rounds 3] [--scenarios 0.2@32,0.2@128,2@256,2@1000]
         [--runners suite,suite-recommended,suite-sharded,bare-inspect,lm-eval] [--slope]
-        [--n 750] [--data-dir DIR] [--no-lm-eval]
+        [--n 750] [--study healthfc|medreqal] [--processes 2] [--data-dir DIR] [--no-lm-eval]
+
+    python bench/bench_peers.py --study medreqal --n 10000 --scenarios 0.2@32,0.2@128 \
+        --runners suite-recommended,suite-processes,bare-inspect,lm-eval --rounds 2
 """
 
 from __future__ import annotations
@@ -59,8 +69,9 @@ REPO = Path(__file__).resolve().parents[1]
 LM_EVAL = "lm-eval[api]==0.4.13"
 LM_EVAL_VENV = REPO / "bench" / ".lm-eval-venv"
 BIN = Path(sys.executable).parent
-ALL_RUNNERS = ("suite", "suite-recommended", "suite-sharded", "bare-inspect", "lm-eval")
-RECOMMENDED = ("--no-log-realtime",)
+ALL_RUNNERS = ("suite", "suite-recommended", "suite-sharded", "suite-processes", "bare-inspect",
+               "lm-eval")
+RECOMMENDED = ("--no-log-realtime", "--no-score-display")
 
 SERVER = textwrap.dedent(
     """
@@ -136,11 +147,29 @@ class Result:
     failed: str = ""
 
 
-def claims_file(n: int, data_dir: str, out: Path) -> Path:
-    """The claims as the suite sends them (its own loader and Table 7 messages), as JSONL."""
-    from med_evals.tasks.healthfc import healthfc
+def study_args(study: str, n: int, data_dir: str, out: Path) -> list[str]:
+    """The suite's task arguments for the study's data: HealthFC's claims from the data
+    folder, or a synthetic MedREQAL file of ``n`` rows written into ``out``."""
+    if study == "healthfc":
+        return ["-T", f"data_dir={data_dir}"]
+    from synthetic import medreqal_csv
 
-    task = healthfc(data_dir=data_dir, generation_scoring=False)
+    file = out / "medreqal_synthetic.csv"
+    if not file.exists():
+        medreqal_csv(file, rows_wanted=max(n, 2786))
+    return ["-T", f"data_file={file}"]
+
+
+def claims_file(study: str, n: int, data_dir: str, out: Path) -> Path:
+    """The items as the suite sends them (its own loader and Table 7 messages), as JSONL."""
+    from med_evals.tasks.healthfc import healthfc
+    from med_evals.tasks.medreqal import medreqal
+
+    args = study_args(study, n, data_dir, out)
+    if study == "healthfc":
+        task = healthfc(data_dir=data_dir, generation_scoring=False)
+    else:
+        task = medreqal(data_file=args[1].split("=", 1)[1], generation_scoring=False)
     path = out / "claims.jsonl"
     with path.open("w", encoding="utf-8") as f:
         for sample in list(task.dataset)[:n]:
@@ -192,15 +221,25 @@ def ensure_lm_eval(skip: bool) -> tuple[Path | None, str]:
 
 
 def commands(runner: str, n: int, limit: int | None, base_url: str, conn: int, work: Path,
-             claims: Path, lm_eval: Path | None, data_dir: str) -> list[list[str]]:
-    """The command line(s) of one run (two for the sharded suite)."""
+             claims: Path, lm_eval: Path | None, study_task_args: list[str],
+             study: str = "healthfc", processes: int = 2) -> list[list[str]]:
+    """The command line(s) of one run (two for the sharded suite); ``runner:FLAGS`` adds Inspect
+    flags to a suite runner's command."""
+    runner, _, extra_text = runner.partition(":")
+    extra = extra_text.split()
     logs = work / "logs"
     inspect = [str(BIN / "inspect"), "eval"]
     common = ["--model", "openai-api/fake/fake", "--model-base-url", base_url,
               "--max-connections", str(conn), "--display", "none", "--log-dir", str(logs)]
-    suite = [*inspect, "med_evals/healthfc", "-T", "bertscore=false", "-T",
-             f"data_dir={data_dir}", *common]
+    task_args = ["-T", "bertscore=false", *study_task_args]
+    suite = [*inspect, f"med_evals/{study}", *task_args, *common, *extra]
     count = limit or n
+    if runner == "suite-processes":
+        # med-evals run gives every shard --no-log-realtime --display none; -T shard=i/P after
+        # the other selections: --limit cannot be combined with it, so the data is cut instead
+        return [[str(BIN / "med-evals"), "run", f"med_evals/{study}", "--processes",
+                 str(processes), *task_args[:2], *limit_args(study_task_args, count, work),
+                 *common, *extra]]
     if runner == "suite":
         return [[*suite, "--limit", str(count)]]
     if runner == "suite-recommended":
@@ -229,6 +268,26 @@ def commands(runner: str, n: int, limit: int | None, base_url: str, conn: int, w
     raise ValueError(runner)
 
 
+def limit_args(study_task_args: list[str], count: int, work: Path) -> list[str]:
+    """The study's data cut to its first ``count`` items, for a runner that cannot take
+    ``--limit`` (``med-evals run``: shards partition the whole run)."""
+    kind, value = study_task_args[1].split("=", 1)
+    if kind == "data_file":
+        import csv
+
+        with open(value, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))[:count]
+        cut = work / "cut.csv"
+        with open(cut, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        return ["-T", f"data_file={cut}"]
+    if count >= 750:  # HealthFC: all of it
+        return study_task_args
+    raise SystemExit("suite-processes runs HealthFC's 750 claims whole (--n 750, no --slope)")
+
+
 def run(cmds: list[list[str]], env: dict[str, str], cwd: Path
         ) -> tuple[float, float, float, str]:
     """Wall seconds, user + system CPU seconds (all processes), peak RSS in MB (the largest),
@@ -251,7 +310,8 @@ def run(cmds: list[list[str]], env: dict[str, str], cwd: Path
 def bench(args: argparse.Namespace) -> None:
     data_dir = find_data_dir(args.data_dir)
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_peers_"))
-    claims = claims_file(args.n, data_dir, tmp)
+    claims = claims_file(args.study, args.n, data_dir, tmp)
+    study_task_args = study_args(args.study, args.n, data_dir, tmp)
     runners = [r for r in args.runners.split(",") if r]
     lm_eval, why = ensure_lm_eval(args.no_lm_eval) if "lm-eval" in runners else (None, "")
     if "lm-eval" in runners and lm_eval is None:
@@ -259,8 +319,8 @@ def bench(args: argparse.Namespace) -> None:
         runners.remove("lm-eval")
     env = bench_env(tmp)
     sizes = [("full", None)] + ([("five", 5)] if args.slope else [])
-    print(f"{args.n} claims; runners: {', '.join(runners)}; {args.rounds} round(s); load "
-          f"average {os.getloadavg()[0]:.1f}", flush=True)
+    print(f"{args.study}: {args.n} items; runners: {', '.join(runners)}; {args.rounds} round(s); "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
     for scenario in args.scenarios.split(","):
         latency, conn = float(scenario.split("@")[0]), int(scenario.split("@")[1])
         server, base_url = start_server(latency)
@@ -272,11 +332,12 @@ def bench(args: argparse.Namespace) -> None:
                     for runner in order:
                         # no "@" or "." in the folder: Inspect reads "file.py@task" specs
                         safe = scenario.replace("@", "at").replace(".", "p")
-                        work = tmp / f"{safe}-{runner}-{size}-{rnd}"
+                        tag = "".join(c if c.isalnum() else "_" for c in runner)
+                        work = tmp / f"{safe}-{tag}-{size}-{rnd}"
                         work.mkdir(parents=True)
                         before = served(base_url)
                         cmds = commands(runner, args.n, limit, base_url, conn, work, claims,
-                                        lm_eval, data_dir)
+                                        lm_eval, study_task_args, args.study, args.processes)
                         wall, cpu, rss, failed = run(cmds, env, work)
                         res = results.setdefault((runner, size), Result())
                         res.wall.append(wall)
@@ -331,7 +392,10 @@ def report(scenario: str, latency: float, conn: int, n: int, runners: list[str],
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--n", type=int, default=750, help="claims (default: all 750)")
+    ap.add_argument("--n", type=int, default=750, help="items (default: HealthFC's 750)")
+    ap.add_argument("--study", choices=("healthfc", "medreqal"), default="healthfc",
+                    help="healthfc (the claims of the data folder) or medreqal (synthetic rows)")
+    ap.add_argument("--processes", type=int, default=2, help="suite-processes' processes")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--scenarios", default="0.2@32,0.2@128,2@256,2@1000",
                     help="latency@connections, comma-separated")

@@ -15,6 +15,10 @@ real CSV (``--data-file ../shared/datasets/medreqal/MedREQAL.csv``), against ``v
   Inspect's own default is ``0.0.0.0`` (every interface: the server, and its API key in the
   process list, open to the network), which this script never takes silently.
 
+``--processes N`` times the run as N processes against one running server (``med-evals run
+--processes N``: one shard each, the recommended settings), each with ``--max-connections``:
+where the evaluating host's CPU, not the GPU, limits samples/s (docs/models.md).
+
 ``--max-connections`` defaults to 256: vLLM batches the requests in flight (its
 ``max-num-seqs`` is 256 by default), and Inspect's default (adaptive, 10 to 100, or the vllm
 provider's 10) leaves most of a GPU's batch empty: docs/models.md.
@@ -104,10 +108,15 @@ def _time(stamp: str | None) -> datetime:
 
 def figures(log: EvalLog, wall: float) -> dict[str, Any]:
     """Throughput of a run from its log: samples/s and output tokens/s over the samples' span."""
-    samples = log.samples or []
+    return figures_of(log.samples or [], wall, str(log.location),
+                      f"status {log.status}: {log.error}")
+
+
+def figures_of(samples: list[Any], wall: float, location: str, why: str = "") -> dict[str, Any]:
+    """:func:`figures` over the samples of one run or of its shards' logs together."""
     done = [s for s in samples if s.error is None]
     if not done:
-        raise SystemExit(f"no sample completed (status {log.status}: {log.error})")
+        raise SystemExit(f"no sample completed ({why})")
     start = min(_time(s.started_at) for s in samples)
     end = max(_time(s.completed_at) for s in samples)
     span = (end - start).total_seconds()
@@ -126,7 +135,7 @@ def figures(log: EvalLog, wall: float) -> dict[str, Any]:
         "output_tokens_per_s": round(output_tokens / span, 1),
         "output_tokens_per_sample": round(output_tokens / len(done), 1),
         "full_run_s": round(FULL / per_second, 1),
-        "log": log.location,
+        "log": location,
     }
 
 
@@ -161,6 +170,41 @@ def run(args: argparse.Namespace, data_file: Path, limit: int | None, log_dir: P
     return log
 
 
+def run_processes(args: argparse.Namespace, data_file: Path, server: str, log_dir: Path,
+                  ) -> tuple[list[Any], float, str]:
+    """The suite in ``--processes`` processes against one running server (``med-evals run``:
+    ``-T shard=i/N`` each, the recommended settings): the samples of every shard's log, the
+    wall time, and the log folder."""
+    import csv
+    import subprocess
+
+    from inspect_ai.log import list_eval_logs, read_eval_log
+
+    file = data_file
+    if args.limit:  # shards partition the whole run: the data is cut instead of --limit
+        with open(data_file, newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))[: args.limit]
+        file = log_dir.parent / "timed.csv"
+        with open(file, "w", newline="", encoding="utf-8") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    folder = log_dir / "processes"
+    cmd = [str(Path(sys.executable).parent / "med-evals"), "run", "med_evals/medreqal",
+           "--processes", str(args.processes), "-T", f"data_file={file}",
+           "-T", f"bertscore={str(args.bertscore).lower()}", "--model", f"vllm/{args.model}",
+           "--model-base-url", server, "--max-connections", str(args.max_connections),
+           "--log-dir", str(folder)]
+    start = time.perf_counter()
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if done.returncode:
+        raise SystemExit(f"med-evals run failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    samples = [s for info in list_eval_logs(str(folder))
+               for s in read_eval_log(info.name).samples or []]
+    return samples, wall, str(folder)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="Qwen/Qwen2.5-7B-Instruct", help="served model name")
@@ -188,6 +232,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--base-url", default=None, help="a running server (default $VLLM_BASE_URL)")
     ap.add_argument("--log-dir", type=Path, default=None, help="default: a temporary folder")
     ap.add_argument("--bertscore", action="store_true", help="also score BERTScore (CPU)")
+    ap.add_argument("--processes", type=int, default=1,
+                    help="the timed run as N processes against one running server (med-evals "
+                    "run --processes N: one shard each); needs --base-url or VLLM_BASE_URL")
     args = ap.parse_args(argv)
 
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_bench_vllm_"))
@@ -212,10 +259,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "(with server start-up when started here)",
             flush=True,
         )
-    start = time.perf_counter()
-    log = run(args, data_file, args.limit, log_dir)
-    out = figures(log, time.perf_counter() - start)
+    if args.processes > 1:
+        if not server:  # each process would start a server of its own on the one GPU
+            raise SystemExit("--processes needs a running server (--base-url or "
+                             "VLLM_BASE_URL): each process would start its own vllm serve")
+        samples, wall, folder = run_processes(args, data_file, server, log_dir)
+        out = figures_of(samples, wall, folder, "the shards' logs")
+    else:
+        start = time.perf_counter()
+        log = run(args, data_file, args.limit, log_dir)
+        out = figures(log, time.perf_counter() - start)
     out |= {
+        "processes": args.processes,
         "model": args.model,
         "max_connections": args.max_connections,
         "model_args": model_args(args.M),

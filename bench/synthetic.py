@@ -56,11 +56,16 @@ def _text(rng: random.Random, sentences: int, words: int) -> str:
     return " ".join(_sentence(rng, rng.randint(words - 5, words + 5)) for _ in range(sentences))
 
 
-def medreqal_csv(path: Path, seed: int = 0) -> Path:
-    """A synthetic MedREQAL file: 2,786 rows, the paper's label counts, realistic lengths."""
+def medreqal_csv(path: Path, seed: int = 0, rows_wanted: int | None = None) -> Path:
+    """A synthetic MedREQAL file: 2,786 rows, the paper's label counts, realistic lengths; or
+    ``rows_wanted`` rows in the paper's label proportions (10,000 for the peers' scale bench)."""
     rng = random.Random(seed)
     rows = []
-    for verdict, code, count in LABELS:
+    total = sum(count for _, _, count in LABELS)
+    for i, (verdict, code, count) in enumerate(LABELS):
+        if rows_wanted is not None:  # the last label takes what rounding leaves
+            count = (round(rows_wanted * count / total) if i < len(LABELS) - 1
+                     else rows_wanted - len(rows))
         for _ in range(count):
             question = _sentence(rng, 14)[:-1] + "?"
             rows.append(

@@ -124,3 +124,26 @@ def test_expected_figures_name_the_gpu():
         "15-90 samples/s")
     assert bench.server_args(["host=0.0.0.0"], True) == {"host": "0.0.0.0"}  # said otherwise
     assert bench.server_args([], False) == {}  # a running server: its own flags
+
+
+@pytest.mark.slow
+def test_the_suite_in_two_processes_against_one_server(tmp_path, monkeypatch, capsys):
+    """``--processes 2``: med-evals run's two shards against the one running server; the figures
+    are over both shards' samples."""
+    bench = load_bench()
+    name = "Qwen/Qwen2.5-7B-Instruct-procs"
+    with FakeOpenAIServer(verdict_reply, latency=0.01, model=name, word_usage=True) as server:
+        monkeypatch.setenv("VLLM_BASE_URL", server.base_url)
+        monkeypatch.setenv("VLLM_API_KEY", "local-key")
+        result = bench.main(["--model", name, "--limit", "12", "--warmup", "0",
+                             "--max-connections", "4", "--processes", "2",
+                             "--log-dir", str(tmp_path / "logs")])
+        chats = [b for p, b in server.requests if p.endswith("/chat/completions")]
+    assert result["samples"] == 12 == len(chats) and result["processes"] == 2
+    logs = sorted((tmp_path / "logs" / "processes").glob("*.eval"))
+    assert len(logs) == 2
+    assert "samples/s: " in capsys.readouterr().out
+    monkeypatch.delenv("VLLM_BASE_URL")
+    with pytest.raises(SystemExit, match="--processes needs a running server"):
+        bench.main(["--model", name, "--warmup", "0", "--processes", "2",
+                    "--log-dir", str(tmp_path / "x")])

@@ -95,10 +95,12 @@ def test_each_shard_is_reused_resumed_or_run(tmp_path):
     assert [p.shard for p in todo] == [Shard(2, 3), Shard(3, 3)]
     assert todo[0].resumes == "/l/c.eval"
     assert todo[0].command[3:] == ["eval-retry", "--log-dir", "/l", "--no-log-realtime",
-                                   "--display", "none", "--max-connections", "8", "/l/c.eval"]
+                                   "--no-score-display", "--display", "none",
+                                   "--max-connections", "8", "/l/c.eval"]
     assert todo[1].command[3:] == [
         "eval", "med_evals/healthfc", "-T", "shard=3/3", "--log-dir", "/l", "--metadata",
-        f"{RUN_KEY}=rKEY", "--no-log-realtime", "--display", "none", *flags]
+        f"{RUN_KEY}=rKEY", "--no-log-realtime", "--no-score-display", "--display", "none",
+        *flags]
 
 
 def test_the_progress_line():

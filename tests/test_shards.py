@@ -1,7 +1,7 @@
 """One evaluation split into sample ranges over several processes (Inspect's ``--limit a-b``,
 one process each, into one log folder: docs/performance.md) reads back as one run: the report,
 the baseline and the gate give the numbers of the same evaluation run whole. And the
-recommended run settings (``--no-log-realtime``) change no logged number."""
+recommended run settings (``--no-log-realtime --no-score-display``) change no logged number."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def runs(tmp_path_factory):
                 inspect_eval(task, model=model, limit=limit, display="none",
                              log_dir=str(tmp / name), log_samples=True)
         inspect_eval(task, model=model, display="none", log_dir=str(tmp / "recommended"),
-                     log_realtime=False)  # RECOMMENDED in bench/bench_peers.py
+                     log_realtime=False, score_display=False)  # bench_peers' RECOMMENDED
     return tmp
 
 

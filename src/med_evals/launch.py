@@ -1,14 +1,14 @@
 """``med-evals run TASK --processes N [inspect eval flags]``: every core on one run.
 
 Starts ``N`` ``inspect eval`` processes on this machine, one shard each (``-T shard=i/N``:
-:mod:`med_evals.shards`), into one log folder, with the settings measured fastest
-(``--no-log-realtime``, ``--display none``: docs/performance.md); the flags given after the
-task go to every process unchanged (a flag given there wins over ours). While they run, one
-progress line for the whole run, from the samples the shards' logs hold so far (each ``.eval``
-log is a zip file written whole at each flush: its ``samples/`` entries are counted, nothing is
-decompressed). At the end: exit 0 and the merged run's headline when every shard finished
-(its logs read back as one run, as ``med-evals report`` reads them); else exit 1 naming each
-shard that did not finish, its log and the end of its output.
+:mod:`med_evals.shards`), into one log folder, with the settings measured fastest (``--no-log-
+realtime``, ``--no-score-display``, ``--display none``: docs/performance.md); the flags given
+after the task go to every process unchanged (a flag given there wins over ours). While they
+run, one progress line for the whole run, from the samples the shards' logs hold so far (each
+``.eval`` log is a zip file written whole at each flush: its ``samples/`` entries are counted,
+nothing is decompressed). At the end: exit 0 and the merged run's headline when every shard
+finished (its logs read back as one run, as ``med-evals report`` reads them); else exit 1 naming
+each shard that did not finish, its log and the end of its output.
 
 **Run again to resume.** The processes' logs carry the run's key (``--metadata
 med_evals_run=<key>``: :func:`run_key`, a digest of the task and every flag given but those
@@ -52,7 +52,7 @@ from med_evals.studies import STUDIES
 SHARDED_TASKS = (*STUDIES, "counterfactual_build")
 #: what every process is given first (docs/performance.md: the fastest settings that keep the
 #: log every reader needs); a flag of the user's given after them wins
-FASTEST = ("--no-log-realtime", "--display", "none")
+FASTEST = ("--no-log-realtime", "--no-score-display", "--display", "none")
 #: the eval metadata key holding the run's key (:func:`run_key`)
 RUN_KEY = "med_evals_run"
 #: options (with a value) that say how calls are made, not what is computed: left out of the
@@ -525,9 +525,9 @@ def add_parser(sub: Any) -> None:
         "resume",
         description="Run a task in N `inspect eval` processes on this machine, one shard each "
         "(-T shard=i/N), into one log folder, with the fastest settings (--no-log-realtime, "
-        "--display none); one progress line; the merged run's headline at the end. Run the "
-        "same command again to resume: finished shards are kept, unfinished ones resumed "
-        "(inspect eval-retry).",
+        "--no-score-display, --display none); one progress line; the merged run's headline at "
+        "the end. Run the same command again to resume: finished shards are kept, unfinished "
+        "ones resumed (inspect eval-retry).",
         epilog="Flags after the task go to every `inspect eval` process (--model, -T, "
         "--max-connections, ...). Exit 0 when every shard finished, 1 when one did not "
         "(named, with its log), 2 for a bad argument. docs/scale.md",

@@ -130,6 +130,16 @@ class Interval:
 def headline_intervals(
     study: Study, entry: Entry, n_boot: int, seed: int = 0
 ) -> dict[str, Interval]:
+    """:func:`compute_headline_intervals`, computed once per content (the report's headline
+    table and its summary ask for the same intervals)."""
+    key = ["intervals", study.task, entry.task_args, entry.ordered(),
+           [entry.sources.get(k) for k in sorted(entry.values)], n_boot, seed]
+    return dict(_memo(key, lambda: compute_headline_intervals(study, entry, n_boot, seed)))
+
+
+def compute_headline_intervals(
+    study: Study, entry: Entry, n_boot: int, seed: int = 0
+) -> dict[str, Interval]:
     """Each headline number's 95% interval over ``entry``'s samples: Wilson for a proportion,
     the percentile bootstrap of the headline function (``n_boot`` resamples, seeded) for the
     rest; beside each, where the samples' sources are recorded, the interval clustered by

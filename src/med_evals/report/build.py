@@ -126,7 +126,7 @@ def build_report(
         if loaded.not_shown:
             doc.p(not_shown_line(len(runs), loaded.not_shown) + ": listed under 'Logs "
                   "skipped' at the end", "warn")
-        summary.section(doc, groups)
+        summary.section(doc, groups, primary_interval(groups, n_boot))
         for study in STUDIES.values():
             if study.task in groups:
                 SECTIONS.get(study.task, generic_section)(ctx, study, groups[study.task])
@@ -176,6 +176,23 @@ def not_shown_line(shown: int, not_shown: Sequence[str]) -> str:
     runs = "run" if shown == 1 else "runs"
     return (f"the report shows {shown} {runs}; {len(not_shown)} study run(s) could not be shown "
             "(an unreadable log, a run that did not finish, or a study log without scores)")
+
+
+def primary_interval(
+    groups: Mapping[str, Sequence[Group]], n_boot: int
+) -> summary.IntervalOf:
+    """The summary's interval of a headline row's number: the headline table's own
+    (:func:`med_evals.standing.headline_intervals`, the same samples and resamples)."""
+    from med_evals.standing import entries, headline_intervals
+
+    def interval(row: HeadlineRow, name: str) -> tuple[float, float] | None:
+        study = STUDIES[row.task]
+        found = [e for e in entries(groups[row.task], row.condition) if e.label == row.label]
+        if not found:
+            return None
+        return headline_intervals(study, found[0], n_boot)[name].interval
+
+    return interval
 
 
 #: our build folders inside ``--out``: ``.med-evals-report-<host>-<pid>-<random>``
