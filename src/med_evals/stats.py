@@ -127,6 +127,42 @@ def _sd(xs: np.ndarray) -> float:
     return float(np.std(xs, ddof=1)) if xs.size > 1 else math.nan
 
 
+def _resampled(
+    fn: Callable[[list[Any]], Mapping[str, float]],
+    values: Sequence[Any],
+    n_boot: int,
+    seed: int,
+    clusters: Sequence[Any] | None = None,
+) -> dict[str, np.ndarray]:
+    """``fn`` over ``n_boot`` resamples of ``values`` with replacement (seeded; with
+    ``clusters``, whole clusters resampled, each bringing all its samples): each number's
+    defined resamples (NaN left out)."""
+    n = len(values)
+    if clusters is not None and len(clusters) != n:
+        raise ValueError("values and clusters differ in length")
+    members: list[list[int]] = []
+    if clusters is not None:
+        by_cluster: dict[Any, list[int]] = {}
+        for i, c in enumerate(clusters):
+            by_cluster.setdefault(c, []).append(i)
+        members = list(by_cluster.values())
+    rng = np.random.default_rng(seed)
+    boots: dict[str, list[float]] = {k: [] for k in fn(list(values))}
+    for _ in range(n_boot):
+        if clusters is None:
+            idx = list(rng.integers(0, n, n))
+        else:
+            idx = [i for c in rng.integers(0, len(members), len(members)) for i in members[c]]
+        r = fn([values[i] for i in idx])
+        for k in boots:
+            boots[k].append(float(r[k]))
+    out = {}
+    for k, xs in boots.items():
+        arr = np.asarray(xs)
+        out[k] = arr[~np.isnan(arr)]
+    return out
+
+
 def bootstrap_se(
     fn: Callable[[list[Any]], Mapping[str, float]],
     values: Sequence[Any],
@@ -137,22 +173,9 @@ def bootstrap_se(
     the standard deviation (ddof=1) of ``fn`` over ``n_boot`` resamples of the samples with
     replacement (Efron and Tibshirani 1993, ch. 6), undefined resamples left out as in
     :func:`bootstrap_difference`; NaN with fewer than two samples or defined resamples."""
-    keys = list(fn(list(values)))
-    n = len(values)
-    if n < 2:
-        return dict.fromkeys(keys, math.nan)
-    rng = np.random.default_rng(seed)
-    boots: dict[str, list[float]] = {k: [] for k in keys}
-    for _ in range(n_boot):
-        idx = rng.integers(0, n, n)
-        r = fn([values[i] for i in idx])
-        for k in keys:
-            boots[k].append(float(r[k]))
-    out = {}
-    for k, xs in boots.items():
-        arr = np.asarray(xs)
-        out[k] = _sd(arr[~np.isnan(arr)])
-    return out
+    if len(values) < 2:
+        return dict.fromkeys(fn(list(values)), math.nan)
+    return {k: _sd(arr) for k, arr in _resampled(fn, values, n_boot, seed).items()}
 
 
 def bootstrap_interval(
@@ -169,32 +192,10 @@ def bootstrap_interval(
     came from) whole clusters are resampled, each drawn cluster bringing all its samples (the
     cluster bootstrap, Davison and Hinkley 1997, section 3.8): the interval then allows for
     samples of one source erring together. (NaN, NaN) with no samples or no defined resample."""
-    keys = list(fn(list(values)))
-    n = len(values)
-    if n == 0:
-        return dict.fromkeys(keys, (math.nan, math.nan))
-    if clusters is not None and len(clusters) != n:
-        raise ValueError("values and clusters differ in length")
-    members: list[list[int]] = []
-    if clusters is not None:
-        by_cluster: dict[Any, list[int]] = {}
-        for i, c in enumerate(clusters):
-            by_cluster.setdefault(c, []).append(i)
-        members = list(by_cluster.values())
-    rng = np.random.default_rng(seed)
-    boots: dict[str, list[float]] = {k: [] for k in keys}
-    for _ in range(n_boot):
-        if clusters is None:
-            idx = list(rng.integers(0, n, n))
-        else:
-            idx = [i for c in rng.integers(0, len(members), len(members)) for i in members[c]]
-        r = fn([values[i] for i in idx])
-        for k in keys:
-            boots[k].append(float(r[k]))
+    if not len(values):
+        return dict.fromkeys(fn(list(values)), (math.nan, math.nan))
     out = {}
-    for k, xs in boots.items():
-        arr = np.asarray(xs)
-        arr = arr[~np.isnan(arr)]
+    for k, arr in _resampled(fn, values, n_boot, seed, clusters).items():
         lo, hi = np.percentile(arr, [2.5, 97.5]) if arr.size else (math.nan, math.nan)
         out[k] = (float(lo), float(hi))
     return out
