@@ -288,7 +288,17 @@ def test_the_summary_comes_first_with_the_headline_tables_numbers(paper):
     [(_, _, shown)] = [t for t in md_tables(md) if t[0] == "Summary across studies"]
     assert [r["value"] for r in shown] == [
         fmt(h.values[STUDIES[h.task].headline[0].name]) for h in result.headline]
-    assert "95% interval" not in shown[0]  # no interval handed in: no column
+    # each primary number's interval: the headline table's own (standing.headline_intervals)
+    from med_evals.report.document import fmt_interval
+    from med_evals.standing import entries, headline_intervals
+
+    for r, h in zip(shown, result.headline, strict=True):
+        study = STUDIES[h.task]
+        [entry] = [e for e in entries(group_runs(load_runs(
+            [Path(p) for p in _log_paths(result, h)])[0], [])[h.task], h.condition)
+            if e.label == h.label]
+        lo_hi = headline_intervals(study, entry, 20)[study.headline[0].name].interval  # n_boot
+        assert r["95% interval"] == fmt_interval(lo_hi, 3)
     # the interval of each row's primary number, from the function handed in
     runs, _ = load_runs([Path(p) for h in result.headline for p in _log_paths(result, h)])
     groups = group_runs(runs, [])
