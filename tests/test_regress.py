@@ -630,3 +630,45 @@ def _logs_in(folder: Path) -> list[str]:
     from med_evals.runs import expand_log_paths
 
     return expand_log_paths([folder])
+
+
+def _format_2(baseline: dict, version: str) -> dict:
+    """``baseline`` as a release before format 3 recorded it: 8 setup fields, ``version``."""
+    from med_evals.setup import LEGACY_FIELDS
+
+    run = baseline["runs"][0]
+    prov = {"task_version": version, **{k: v for k, v in run["setup"].items()}}
+    setup = {k: prov.get(k) for k in LEGACY_FIELDS if k not in ("temperature", "max_tokens")}
+    setup["task_args"] = {k: v for k, v in run["task_args"].items()
+                          if k not in ("data_dir", "metrics", "subset", "shard")}
+    gen = run["setup"]["generation"]
+    setup.update(temperature=gen.get("temperature"), max_tokens=gen.get("max_tokens"))
+    return {"format": 2, "runs": [{**run, "setup": setup}]}
+
+
+def test_a_format_2_baseline_of_the_last_version_to_write_it_still_gates(runs, monkeypatch):
+    """A version bump (a metric added) leaves a stored format-2 baseline gating where the new
+    run's behaviour is that of the baseline's version (med_evals.setup.LEGACY_BEHAVIOUR), with
+    a note; an older version, or another behaviour, is a changed setup naming the version."""
+    from med_evals import setup as setup_module
+    from med_evals.runs import load_runs
+    from med_evals.spec import digest
+
+    baseline = make_baseline([runs["baseline"]])
+    (run,), _ = load_runs([runs["same"]])
+    today = run.provenance["task_version"]
+    behaviour = digest(run.provenance["behaviour"])
+    monkeypatch.setitem(setup_module.LEGACY_BEHAVIOUR, "oncology_rct",
+                        ("1.9.0", frozenset({behaviour})))
+    rows, notes = regress(_format_2(baseline, "1.9.0"), [runs["same"]], n_boot=100)
+    assert {r.metric: r.verdict for r in rows if r.test.startswith("headline")} == {
+        "valid_rate": "ok", "accuracy_valid": "ok", "macro_f1_valid": "ok"}
+    assert f"oncology_rct {today} is compared with the baseline's 1.9.0" in "\n".join(notes)
+    rows, _ = regress(_format_2(baseline, "1.8.0"), [runs["same"]], n_boot=100)
+    assert [(r.verdict, r.detail) for r in rows] == [
+        ("setup changed", f"changed: task_version 1.8.0 -> {today}")]
+    monkeypatch.setitem(setup_module.LEGACY_BEHAVIOUR, "oncology_rct",
+                        ("1.9.0", frozenset({"another"})))
+    rows, _ = regress(_format_2(baseline, "1.9.0"), [runs["same"]], n_boot=100)
+    assert [(r.verdict, r.detail) for r in rows] == [
+        ("setup changed", f"changed: task_version 1.9.0 -> {today}")]

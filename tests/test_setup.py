@@ -89,3 +89,21 @@ def test_the_code_is_compared_by_behaviour_not_by_version():
     assert setup_changes(a, d) == ["behaviour.metrics.accuracy_valid a1 -> a2"]
     old_log = setup_of(_prov())
     assert setup_changes(old_log, a) == [] and not_recorded(old_log, a) == ["behaviour"]
+
+
+def test_todays_studies_have_the_behaviour_of_the_last_format_2_versions():
+    """The code behind a stored format-2 baseline (datasets/ci's MedEvidence baseline, at
+    2.1.0): today's studies, a version later where a metric was added, read as of that version;
+    a changed parser does not."""
+    from med_evals.setup import LEGACY_BEHAVIOUR, legacy_version
+    from med_evals.studies import spec
+
+    for task, (version, _) in LEGACY_BEHAVIOUR.items():
+        study = spec(task)
+        for name in study.label_sets:
+            args = {study.label_arg: name} if study.label_arg else {}
+            prov = {"task": task, "task_version": "9.9.9", "behaviour": study.behaviour(args)}
+            assert legacy_version(prov) == version, (task, name)
+            changed = {**prov["behaviour"], "parser": "another"}
+            assert legacy_version({**prov, "behaviour": changed}) == "9.9.9"
+    assert legacy_version({"task": "medevidence", "task_version": "2.2.0"}) == "2.2.0"

@@ -55,7 +55,13 @@ from med_evals.runs import (
     select_logs,
 )
 from med_evals.scorers.classification import metric_values
-from med_evals.setup import is_legacy, legacy_view, not_recorded, setup_changes
+from med_evals.setup import (
+    is_legacy,
+    legacy_version,
+    legacy_view,
+    not_recorded,
+    setup_changes,
+)
 from med_evals.standing import detectable, detectable_text
 from med_evals.stats import bootstrap_difference
 from med_evals.studies import STUDIES, spec
@@ -250,7 +256,8 @@ def compare_run(
     gated: :func:`metric_rows`). One undecided row instead when the setups differ
     (:func:`med_evals.setup.setup_changes`) or the new run is partial and leaves out samples
     the baseline run has (a forgotten or killed shard: :func:`missing_samples`)."""
-    new_setup = legacy_view(run.provenance) if is_legacy(base["setup"]) else run.setup
+    new_setup = (legacy_view(run.provenance, base["setup"].get("task_version"))
+                 if is_legacy(base["setup"]) else run.setup)
     changed = setup_changes(base["setup"], new_setup)
     changed += prompt_changes(base, run)
     if changed:
@@ -544,6 +551,17 @@ def regress(
         notes.append(f"the baseline (format {baseline.get('format')}) did not record "
                      f"{', '.join(unrecorded)}: not compared (record a new baseline to gate "
                      "them)")
+    upgraded = sorted({
+        (runs[i].task, str(runs[i].provenance.get("task_version")),
+         str(baseline["runs"][j]["setup"].get("task_version")))
+        for i, j in matching.pairs.items()
+        if is_legacy(baseline["runs"][j]["setup"])
+        and legacy_version(runs[i].provenance) != runs[i].provenance.get("task_version")
+        and baseline["runs"][j]["setup"].get("task_version") == legacy_version(runs[i].provenance)
+    })
+    notes += [f"{task} {new} is compared with the baseline's {old}: the same labels, parser, "
+              "values and gated computes (med_evals.setup.LEGACY_BEHAVIOUR)"
+              for task, new, old in upgraded]
     return rows, notes
 
 

@@ -30,7 +30,10 @@ one row (:func:`med_evals.run_labels.run_labels` names every setting that differ
 gate compares a new run with a baseline run only under the same setup
 (:mod:`med_evals.regress`). A baseline recorded before this module (format 2) holds 8 of these
 fields; :func:`legacy_view` gives a new setup's view of those 8, and the rest is reported as not
-recorded rather than as a change.
+recorded rather than as a change. Such a baseline names the task's version, not its behaviour:
+a new run whose behaviour is that of the last version to write format 2
+(:data:`LEGACY_BEHAVIOUR`) is compared with it as of that version, so that adding a metric
+(a version bump) leaves a stored format-2 baseline gating.
 """
 
 from __future__ import annotations
@@ -64,6 +67,31 @@ LEGACY_FIELDS = (
     "dataset_revision", "data_checksum", "prompt", "task_version", "task_args",
     "scorer_settings", "temperature", "max_tokens",
 )
+
+
+#: The behaviour (:meth:`med_evals.spec.Study.behaviour`, by its :func:`digest`, one per label
+#: set) of each task's last version to write baselines of format 2, computed by that version's
+#: code (git b1a9ecb^, the last commit at these versions). Frozen: no later version writes
+#: format 2. A format-2 baseline of such a version is compared with a new run whose logged
+#: behaviour digests to one of these as if of that version (:func:`legacy_view`); a baseline of
+#: an older version, or a new run whose behaviour differs, is a changed setup.
+LEGACY_BEHAVIOUR: Mapping[str, tuple[str, frozenset[str]]] = {
+    "medreqal": ("2.0.0", frozenset({"bde4bd6c4efa271f"})),
+    "healthfc": ("2.0.0", frozenset({"bde4bd6c4efa271f"})),
+    "medevidence": ("2.1.0", frozenset({"ff539ad90082c7ba", "84f68d1799cf9241"})),
+    "oncology_rct": ("2.1.0", frozenset({"6be01c0e2101155e"})),
+}
+
+
+def legacy_version(provenance: Mapping[str, Any]) -> str | None:
+    """The task version a format-2 baseline would have recorded for a new run of this
+    provenance: the last version to write format 2 where the run's behaviour is that
+    version's (:data:`LEGACY_BEHAVIOUR`), else the run's own version."""
+    p = provenance
+    version, behaviours = LEGACY_BEHAVIOUR.get(str(p.get("task")), (None, frozenset()))
+    if version is not None and p.get("behaviour") and digest(p["behaviour"]) in behaviours:
+        return version
+    return p.get("task_version")
 
 
 def generation_of(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -103,18 +131,23 @@ def setup_of(provenance: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def legacy_view(provenance: Mapping[str, Any]) -> dict[str, Any]:
+def legacy_view(provenance: Mapping[str, Any], recorded: str | None = None) -> dict[str, Any]:
     """A run's setup as a format-2 baseline recorded it (its 8 fields: the task version,
     temperature and max_tokens at the top level, every task argument but ``subset``,
     ``data_dir`` and ``metrics``; nor a shard's ``shard``), to compare a new run with such a
-    baseline."""
+    baseline. The task version is :func:`legacy_version`'s: a run with the behaviour of the
+    last version to write format 2 reads as of that version; against a baseline that
+    ``recorded`` another version, as of its own (the change names the run's version)."""
     p = provenance
     generation = p.get("generation") or {}
+    version = legacy_version(p)
+    if recorded is not None and version != recorded:
+        version = p.get("task_version")
     return {
         "dataset_revision": p.get("revision"),
         "data_checksum": p.get("data_checksum"),
         "prompt": p.get("prompt"),
-        "task_version": p.get("task_version"),
+        "task_version": version,
         "task_args": {k: _plain(v) for k, v in (p.get("task_args") or {}).items()
                       if k not in (*NON_SETUP_ARGS, "subset", "shard")},
         "scorer_settings": p.get("scorer_settings"),
