@@ -637,7 +637,7 @@ def _format_2(baseline: dict, version: str) -> dict:
     from med_evals.setup import LEGACY_FIELDS
 
     run = baseline["runs"][0]
-    prov = {"task_version": version, **{k: v for k, v in run["setup"].items()}}
+    prov = {"task_version": version, **run["setup"]}
     setup = {k: prov.get(k) for k in LEGACY_FIELDS if k not in ("temperature", "max_tokens")}
     setup["task_args"] = {k: v for k, v in run["task_args"].items()
                           if k not in ("data_dir", "metrics", "subset", "shard")}

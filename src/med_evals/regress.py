@@ -57,9 +57,9 @@ from med_evals.runs import (
 from med_evals.scorers.classification import metric_values
 from med_evals.setup import (
     is_legacy,
-    legacy_version,
     legacy_view,
     not_recorded,
+    reads_as_recorded,
     setup_changes,
 )
 from med_evals.standing import detectable, detectable_text
@@ -552,12 +552,10 @@ def regress(
                      f"{', '.join(unrecorded)}: not compared (record a new baseline to gate "
                      "them)")
     upgraded = sorted({
-        (runs[i].task, str(runs[i].provenance.get("task_version")),
-         str(baseline["runs"][j]["setup"].get("task_version")))
+        (runs[i].task, str(runs[i].provenance.get("task_version")), str(old))
         for i, j in matching.pairs.items()
-        if is_legacy(baseline["runs"][j]["setup"])
-        and legacy_version(runs[i].provenance) != runs[i].provenance.get("task_version")
-        and baseline["runs"][j]["setup"].get("task_version") == legacy_version(runs[i].provenance)
+        if is_legacy(setup := baseline["runs"][j]["setup"])
+        and reads_as_recorded(runs[i].provenance, old := setup.get("task_version"))
     })
     notes += [f"{task} {new} is compared with the baseline's {old}: the same labels, parser, "
               "values and gated computes (med_evals.setup.LEGACY_BEHAVIOUR)"

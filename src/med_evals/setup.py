@@ -94,6 +94,13 @@ def legacy_version(provenance: Mapping[str, Any]) -> str | None:
     return p.get("task_version")
 
 
+def reads_as_recorded(provenance: Mapping[str, Any], recorded: str | None) -> bool:
+    """Whether a run of another task version than the one a format-2 baseline ``recorded``
+    reads as of that version: it has the behaviour of that version (:func:`legacy_version`)."""
+    return (recorded is not None and recorded != provenance.get("task_version")
+            and legacy_version(provenance) == recorded)
+
+
 def generation_of(config: Mapping[str, Any] | None) -> dict[str, Any]:
     """The reply-changing generation settings of a ``GenerateConfig`` dump (only those set)."""
     return {k: _plain(v) for k, v in sorted((config or {}).items())
@@ -140,9 +147,8 @@ def legacy_view(provenance: Mapping[str, Any], recorded: str | None = None) -> d
     ``recorded`` another version, as of its own (the change names the run's version)."""
     p = provenance
     generation = p.get("generation") or {}
-    version = legacy_version(p)
-    if recorded is not None and version != recorded:
-        version = p.get("task_version")
+    version = (legacy_version(p) if recorded is None
+               else recorded if reads_as_recorded(p, recorded) else p.get("task_version"))
     return {
         "dataset_revision": p.get("revision"),
         "data_checksum": p.get("data_checksum"),

@@ -40,6 +40,7 @@ from med_evals.report.tables import (
 from med_evals.report.usage import usage_section
 from med_evals.run_labels import Group, ReportError, check_comparable, group_runs, run_labels
 from med_evals.runs import Run, load_selected, select_logs
+from med_evals.standing import entries, headline_intervals
 from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
 
 #: Paired bootstrap resamples: enough for a 95% interval's first decimal, quick on CI.
@@ -183,7 +184,6 @@ def primary_interval(
 ) -> summary.IntervalOf:
     """The summary's interval of a headline row's number: the headline table's own
     (:func:`med_evals.standing.headline_intervals`, the same samples and resamples)."""
-    from med_evals.standing import entries, headline_intervals
 
     def interval(row: HeadlineRow, name: str) -> tuple[float, float] | None:
         study = STUDIES[row.task]
