@@ -160,16 +160,15 @@ def study_args(study: str, n: int, data_dir: str, out: Path) -> list[str]:
     return ["-T", f"data_file={file}"]
 
 
-def claims_file(study: str, n: int, data_dir: str, out: Path) -> Path:
-    """The items as the suite sends them (its own loader and Table 7 messages), as JSONL."""
+def claims_file(study: str, n: int, study_task_args: list[str], out: Path) -> Path:
+    """The items as the suite sends them (its own loader and Table 7 messages, the task built
+    with :func:`study_args`' arguments), as JSONL."""
     from med_evals.tasks.healthfc import healthfc
     from med_evals.tasks.medreqal import medreqal
 
-    args = study_args(study, n, data_dir, out)
-    if study == "healthfc":
-        task = healthfc(data_dir=data_dir, generation_scoring=False)
-    else:
-        task = medreqal(data_file=args[1].split("=", 1)[1], generation_scoring=False)
+    kwargs = dict(a.split("=", 1) for a in study_task_args[1::2])
+    task = {"healthfc": healthfc, "medreqal": medreqal}[study](
+        **kwargs, generation_scoring=False)
     path = out / "claims.jsonl"
     with path.open("w", encoding="utf-8") as f:
         for sample in list(task.dataset)[:n]:
@@ -310,8 +309,8 @@ def run(cmds: list[list[str]], env: dict[str, str], cwd: Path
 def bench(args: argparse.Namespace) -> None:
     data_dir = find_data_dir(args.data_dir)
     tmp = Path(tempfile.mkdtemp(prefix="med_evals_peers_"))
-    claims = claims_file(args.study, args.n, data_dir, tmp)
     study_task_args = study_args(args.study, args.n, data_dir, tmp)
+    claims = claims_file(args.study, args.n, study_task_args, tmp)
     runners = [r for r in args.runners.split(",") if r]
     lm_eval, why = ensure_lm_eval(args.no_lm_eval) if "lm-eval" in runners else (None, "")
     if "lm-eval" in runners and lm_eval is None:
