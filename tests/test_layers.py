@@ -7,7 +7,8 @@ file or inside a function alike; imports only for type checking are not counted)
    ``data``, ``subsets``, ``log_files``, ``study`` (the :class:`Study` spec's shape),
    ``setup`` (what makes two runs comparable), ``shards`` (a run's shards by task
    parameter), ``outputs`` (every file a command writes),
-   ``safe_text`` (escapes for each destination), and what a number can say: ``trivial``
+   ``safe_text`` (escapes for each destination), ``interrupts`` (a SIGTERM as Ctrl-C), and
+   what a number can say: ``trivial``
    (trivial baselines: handed a spec, never importing one), ``power`` (detectable
    differences), ``ranking`` (which runs can be told apart) and ``clustered`` (intervals
    clustered by source)
@@ -42,7 +43,7 @@ LAYERS: dict[str, int] = {
     **dict.fromkeys(
         ["__init__", "_compat", "exit_codes", "stats", "reference_text", "batching", "params",
          "data", "subsets", "log_files", "spec", "setup", "shards", "outputs", "safe_text",
-         "trivial", "power", "ranking", "clustered"],
+         "trivial", "power", "ranking", "clustered", "interrupts"],
         0,
     ),
     "solvers": 1,

@@ -275,16 +275,20 @@ def test_failed_requests_are_named_beside_the_table(tmp_path, monkeypatch, capsy
 
 
 @pytest.mark.slow
-def test_a_killed_run_closes_its_log_and_names_it(tmp_path, monkeypatch):
+@pytest.mark.parametrize("sigint", [signal.SIG_DFL, signal.SIG_IGN], ids=["", "sigint-ignored"])
+def test_a_killed_run_closes_its_log_and_names_it(tmp_path, monkeypatch, sigint):
     """`timeout 300 med-evals compare ...` killed it with SIGTERM: Python's default ended the
     process at once and the log stayed `started`. Now Inspect cancels the run, as on Ctrl-C,
-    and one line names the log, exit 1 (it printed an empty table and exited 0 on Ctrl-C)."""
+    and one line names the log, exit 1 (it printed an empty table and exited 0 on Ctrl-C).
+    Also when the command started with SIGINT ignored (`med-evals compare ... &` in a script;
+    a test worker that inherited it): the SIGINT that cancels was dropped and it ran on."""
     with FakeOpenAIServer(hang_rate=1.0, hang_seconds=60) as server:
         argv = _served(tmp_path, monkeypatch, server.base_url)
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         proc = subprocess.Popen(
             [sys.executable, "-m", "med_evals.cli", *argv], env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
         )
         deadline = time.monotonic() + 60
         while server.counts["hung"] < 6 and time.monotonic() < deadline:

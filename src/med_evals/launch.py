@@ -31,8 +31,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -40,6 +39,7 @@ from typing import IO, Any
 from inspect_ai.log import read_eval_log
 
 from med_evals.exit_codes import FAILED, OK, CommandError
+from med_evals.interrupts import sigterm_as_ctrl_c
 from med_evals.log_files import LogPathError, is_remote, list_log_files
 from med_evals.params import Shard
 from med_evals.runs import LogSkipped, Run, load_runs, merge_shards, run_of, shard_of
@@ -457,7 +457,7 @@ def launch(task: str, processes: int, flags: Sequence[str], log_dir: str,
         progress = Progress(key, log_dir, time.time() - 1.0, {p.shard.index for p in todo})
         progress.base = sum(_samples(x.path) for x in done)
         try:
-            with _sigterm_interrupts():
+            with sigterm_as_ctrl_c():
                 start(todo, os.environ)
                 wait(todo, progress, name, processes, stream or sys.stderr, interval)
         except KeyboardInterrupt:
@@ -479,24 +479,6 @@ def launch(task: str, processes: int, flags: Sequence[str], log_dir: str,
     else:  # not a study (counterfactual_build, a task of a file): no headline to read
         out(terminal(f"{name}: all {processes} shards finished: {', '.join(result.logs)}"))
     return OK
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """A SIGTERM (``timeout``, a job scheduler) stops the shards as Ctrl-C does."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave SIGTERM as it is
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _samples(path: str) -> int:

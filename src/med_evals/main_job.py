@@ -39,19 +39,17 @@ import argparse
 import difflib
 import math
 import os
-import signal
 import sys
 import textwrap
-import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from med_evals.exit_codes import FAILED, USAGE, CommandError
+from med_evals.interrupts import sigterm_as_ctrl_c
 
 DEFAULT_MODEL = "embedded/smollm2-135m"
 #: ``--model none``: the recorded replies only
@@ -306,7 +304,7 @@ def run_compare(
               f"{os.path.abspath(folder)}", file=sys.stderr, flush=True)
     started, begun = time.monotonic(), time.time()
     try:
-        with _sigterm_cancels():
+        with sigterm_as_ctrl_c():
             logs = inspect_eval(
                 task,
                 model=models,
@@ -405,26 +403,6 @@ def _waiting_for(model: str, url: str | None, config: Any) -> str:
         f"{config.max_retries} {'retry' if config.max_retries == 1 else 'retries'} "
         "(--timeout, --max-retries)"
     )
-
-
-@contextmanager
-def _sigterm_cancels() -> Iterator[None]:
-    """While the runs go, a SIGTERM (``kill``, ``timeout``) stops them as Ctrl-C does: Inspect
-    cancels each run and closes its log with status ``cancelled``. By Python's default a
-    SIGTERM ended the process at once and left every log ``started``. A handler someone else
-    set is left alone, as is a call from a thread other than the main one (only it can set
-    one)."""
-    if (
-        threading.current_thread() is not threading.main_thread()
-        or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
-    ):
-        yield
-        return
-    signal.signal(signal.SIGTERM, lambda signum, frame: signal.raise_signal(signal.SIGINT))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _check_completed(logs: Sequence[Any], runs: int, folder: Path, begun: float) -> None:
