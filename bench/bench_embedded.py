@@ -157,7 +157,7 @@ def main_job(rounds: int) -> None:
             before = os.getloadavg()[0]
             started = time.monotonic()
             done = subprocess.run(
-                [sys.executable, "-m", "med_evals.cli", "compare", "--log-dir",
+                [sys.executable, "-m", "med_evals.commands.cli", "compare", "--log-dir",
                  str(Path(tmp) / "logs")],
                 env=env, capture_output=True, text=True, check=False,
             )

@@ -23,7 +23,7 @@ from pathlib import Path
 #: (area, substring of a function's file path), first match wins
 AREAS = (
     ("med_evals scorers and metrics", "med_evals/scorers/"),
-    ("med_evals studies", "med_evals/studies.py"),
+    ("med_evals studies", "med_evals/tasks/__init__.py"),
     ("med_evals solvers", "med_evals/solvers/"),
     ("med_evals other", "med_evals/"),
     ("inspect: metrics and reduction", "inspect_ai/_eval/task/results.py"),

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from inspect_ai.model import ModelOutput, ModelUsage
 
-from med_evals.data import git_blob_sha1_of, sha256_of
+from med_evals.data.datasets import git_blob_sha1_of, sha256_of
 
 # the test processes share the cores (pytest-xdist: one per core): torch (BERTScore, the
 # embedded model) runs one thread per process, as a thread of its own waiting for a core the

@@ -20,7 +20,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
 from inspect_ai.model import BatchConfig, GenerateConfig, Model, get_model
 
-from med_evals._compat import openai_batcher
+from med_evals.inspect_internals.compat import openai_batcher
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
 
@@ -298,7 +298,7 @@ def test_medreqal_and_its_judge_equal_under_batch(tmp_path, monkeypatch):
 def test_a_grader_role_from_the_cli_can_batch(monkeypatch) -> None:
     """``--model-role 'grader={model: openai/gpt-4o, batch: {...}}'`` gives the grader its own
     batch setting (the form docs/models.md shows)."""
-    from med_evals._compat import parse_model_role_cli_args
+    from med_evals.inspect_internals.compat import parse_model_role_cli_args
 
     monkeypatch.setenv("OPENAI_API_KEY", "local-dummy")
     roles = parse_model_role_cli_args(

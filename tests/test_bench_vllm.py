@@ -86,7 +86,7 @@ def test_model_args_are_typed_and_checked():
 def test_inspect_passes_tensor_parallel_size_to_vllm_serve():
     """What ``-M`` does when Inspect starts ``vllm serve`` itself (vllm is not installed here, so
     the command line is checked at the functions that build it)."""
-    from med_evals._compat import local_server
+    from med_evals.inspect_internals.compat import local_server
 
     server = local_server()
     configure_devices = server.configure_devices

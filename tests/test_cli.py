@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from med_evals import __version__
-from med_evals.cli import COMMAND_GROUPS, main
-from med_evals.studies import STUDIES
+from med_evals.commands.cli import COMMAND_GROUPS, main
+from med_evals.tasks import STUDIES
 
 
 def test_help_lists_every_command_once_in_its_group(capsys):

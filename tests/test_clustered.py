@@ -1,12 +1,12 @@
-"""Intervals clustered by source (med_evals.clustered), against a hand computation."""
+"""Intervals clustered by source (med_evals.stats.clustered), against a hand computation."""
 
 import math
 
 import pytest
 from scipy.stats import t as student_t
 
-from med_evals.clustered import clustered_proportion, clustered_se
-from med_evals.stats import wilson_interval
+from med_evals.stats.clustered import clustered_proportion, clustered_se
+from med_evals.stats.intervals import wilson_interval
 
 #: 10 samples from 4 sources: A (1, 1, 0), B (0, 0), C (1, 1, 1, 1), D (0)
 CORRECT = [1, 1, 0, 0, 0, 1, 1, 1, 1, 0]

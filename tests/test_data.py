@@ -1,6 +1,6 @@
 import pytest
 
-from med_evals.data import (
+from med_evals.data.datasets import (
     DatasetError,
     fetch,
     git_blob_sha1_of,
@@ -61,7 +61,7 @@ def test_missing_file_in_data_dir(tmp_path, monkeypatch):
 
 
 def test_download_failure_is_clear_and_leaves_no_partial_file(tmp_path, monkeypatch):
-    import med_evals.data as data_mod
+    import med_evals.data.datasets as data_mod
 
     def refuse(url, dest, timeout=60.0):
         raise OSError("network unreachable")
@@ -72,7 +72,7 @@ def test_download_failure_is_clear_and_leaves_no_partial_file(tmp_path, monkeypa
 
 
 def test_bad_cached_download_is_removed(tmp_path, monkeypatch):
-    import med_evals.data as data_mod
+    import med_evals.data.datasets as data_mod
 
     def corrupt(url, dest, timeout=60.0):
         dest.parent.mkdir(parents=True, exist_ok=True)

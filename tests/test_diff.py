@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from med_evals.cli import main as cli_main
-from med_evals.report.tables import fmt_diff, paired_rows
-from med_evals.run_labels import group_runs
-from med_evals.runs import load_runs
-from med_evals.studies import ONCOLOGY_RCT
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.report.tables import fmt_diff, paired_rows
+from med_evals.logs.labels import group_runs
+from med_evals.logs.runs import load_runs
+from med_evals.tasks import ONCOLOGY_RCT
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from med_evals.cli import main as cli_main
+from med_evals.commands.cli import main as cli_main
 from med_evals.tasks.healthfc import healthfc
 
 from .conftest import FIXTURES

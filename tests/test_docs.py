@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.cli import main
-from med_evals.studies import STUDIES, catalogue
-from med_evals.tasks import healthfc, medevidence, medreqal, oncology_rct
+from med_evals.commands.cli import main
+from med_evals.study.fingerprint import catalogue
+from med_evals.tasks import STUDIES, healthfc, medevidence, medreqal, oncology_rct
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {"oncology_rct": oncology_rct.oncology_rct, "medevidence": medevidence.medevidence,

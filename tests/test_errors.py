@@ -22,7 +22,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai import eval_set
 from inspect_ai.log import list_eval_logs, read_eval_log
 
-from med_evals._compat import InputError, parse_cli_config
+from med_evals.inspect_internals.compat import InputError, parse_cli_config
 
 from .oncology_support import FIXTURE_CSV
 from .support import INSPECT
@@ -263,7 +263,7 @@ def _without_log_dir(args: list[str]) -> BaseException | None:
     when it ends normally), run in process."""
     from click.testing import CliRunner
 
-    from med_evals._compat import inspect_command
+    from med_evals.inspect_internals.compat import inspect_command
 
     result = contextvars.copy_context().run(
         CliRunner().invoke, inspect_command(), [*args, "--display", "none"],
@@ -334,7 +334,7 @@ def test_a_one_trial_file_names_the_file(tmp_path):
     import pandas as pd
     import pytest
 
-    from med_evals.data import DatasetError
+    from med_evals.data.datasets import DatasetError
     from med_evals.tasks.oncology_rct import oncology_rct
 
     from .oncology_support import FIXTURE_CSV
@@ -356,7 +356,7 @@ def test_a_misspelt_provider_is_one_line(tmp_path):
 
 
 def test_only_the_unknown_provider_error_is_shortened():
-    from med_evals._compat import unknown_provider_message
+    from med_evals.inspect_internals.compat import unknown_provider_message
 
     error = ValueError("Model API nosuch of model 'nosuch/m' not recognized.")
     group = BaseExceptionGroup("in a task group", [ExceptionGroup("inner", [error])])
@@ -384,7 +384,7 @@ def inspect_cli_error(tmp: Path, *args: str) -> BaseException | None:
     ``--log-dir``, if any, instead of ``<tmp>/cli``)."""
     from click.testing import CliRunner
 
-    from med_evals._compat import inspect_command
+    from med_evals.inspect_internals.compat import inspect_command
 
     argv = [*args, "--display", "none"]
     argv += [] if "--log-dir" in args else ["--log-dir", str(tmp / "cli")]
@@ -395,7 +395,7 @@ def inspect_cli_error(tmp: Path, *args: str) -> BaseException | None:
 
 
 def printed_for(ex: BaseException | None) -> str | None:
-    from med_evals._compat import uncaught_message
+    from med_evals.inspect_internals.compat import uncaught_message
 
     assert ex is not None, "the command ended without an error"
     message = uncaught_message(ex)
@@ -422,7 +422,7 @@ def test_a_task_argument_inspect_cannot_read_is_one_line(tmp_path):
 
 def test_a_misspelt_task_name_names_the_closest_task(tmp_path):
     """Inspect said "No inspect tasks were found at the specified paths." and nothing else."""
-    from med_evals._compat import PrerequisiteError
+    from med_evals.inspect_internals.compat import PrerequisiteError
 
     with pytest.raises(PrerequisiteError) as err:
         inspect_eval("med_evals/oncology_rtc", model="mockllm/model", display="none",
@@ -495,7 +495,7 @@ def test_epochs_and_connections_below_one_are_refused(tmp_path):
     """`--epochs 0` ran one epoch (Inspect reads 0 as not given); `--max-connections 0` waited
     forever for a connection and sent no request (here with --limit 0, so that a run that is
     not refused ends: it runs no sample)."""
-    from med_evals._compat import InputError
+    from med_evals.inspect_internals.compat import InputError
 
     run = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model"]
     ex = inspect_cli_error(tmp_path, *run, "--epochs", "0")

@@ -9,8 +9,8 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.data import DatasetError, read_csv_checked
-from med_evals.report import build_report
+from med_evals.commands.report import build_report
+from med_evals.data.datasets import DatasetError, read_csv_checked
 from med_evals.scorers.oncology_rct import parse_outcome_lenient, parse_outcome_strict
 from med_evals.tasks.oncology_rct import oncology_rct, read_trials
 

@@ -13,8 +13,8 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai import eval_retry
 from inspect_ai.log import list_eval_logs, read_eval_log, recover_eval_log
 
-from med_evals.cli import main as cli_main
-from med_evals.report import build_report
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.report import build_report
 
 from .oncology_support import big_fixture_csv, install_fixture
 from .support import INSPECT, NB
@@ -87,7 +87,7 @@ def test_the_retry_runs_each_sample_once(retried):
 
 
 def test_select_logs_reads_the_finished_log_of_the_eval(retried):
-    from med_evals.runs import select_logs
+    from med_evals.logs.runs import select_logs
 
     sel = select_logs([retried["logs"]])
     assert [Path(p).name for p in sel.finished] == [retried["finished"]]
@@ -143,7 +143,7 @@ def _paid_against_server(run, server_calls: int) -> None:
     sample once (36 calls' worth, as an uninterrupted run), what the eval paid is every call a
     log shows (each sample record once), at most a kill's worth below the server's count, and
     the part no log shows is named."""
-    from med_evals.usage import KILLED, paid_line, total_usage
+    from med_evals.logs.usage import KILLED, paid_line, total_usage
 
     used = total_usage(run.usage().roles)
     assert (used.input_tokens, used.output_tokens) == (36 * CALL_TOKENS[0], 36 * CALL_TOKENS[1])
@@ -163,7 +163,7 @@ def test_a_resumed_run_counts_every_attempt_and_shows_no_saving(retried, tmp_pat
     """Killed, recovered and retried with ``inspect eval-retry``: the report and the gate count
     what every attempt paid apart from what the finished run used; the gate compares what was
     used, so a resume is never a saving."""
-    from med_evals.runs import load_runs
+    from med_evals.logs.runs import load_runs
 
     [run], _ = load_runs([retried["logs"]])
     _paid_against_server(run, retried["paid_calls"])
@@ -213,7 +213,7 @@ def eval_set_resumed(tmp_path_factory):
 def test_a_resumed_eval_set_counts_every_attempt(eval_set_resumed):
     """The same ``eval-set`` command run again after a kill: the same figures as after
     ``eval-retry`` (what was used; what was paid, with the part no log shows named)."""
-    from med_evals.runs import load_runs
+    from med_evals.logs.runs import load_runs
 
     [run], _ = load_runs([eval_set_resumed["logs"]])
     _paid_against_server(run, eval_set_resumed["calls"])

@@ -1,4 +1,5 @@
-"""A SIGTERM acts as Ctrl-C while a command's runs go (med_evals.interrupts), also in a process
+"""A SIGTERM acts as Ctrl-C while a command's runs go (med_evals.commands.interrupts), also in a
+process
 started with SIGINT ignored (a background job of a script), which dropped it and ran on."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-from med_evals.interrupts import sigterm_as_ctrl_c
+from med_evals.commands.interrupts import sigterm_as_ctrl_c
 
 SHOW_SIGINT = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
 

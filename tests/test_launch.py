@@ -17,8 +17,10 @@ import psutil
 import pytest
 from inspect_ai.log import read_eval_log
 
-from med_evals.cli import main as cli_main
-from med_evals.launch import (
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.regress import decide, make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.commands.run import (
     RUN_KEY,
     ShardLog,
     call_settings,
@@ -26,10 +28,8 @@ from med_evals.launch import (
     progress_line,
     run_key,
 )
-from med_evals.params import Shard
-from med_evals.regress import decide, make_baseline, regress
-from med_evals.report import build_report
-from med_evals.runs import load_runs
+from med_evals.logs.runs import load_runs
+from med_evals.study.params import Shard
 
 from .support import N_BOOT
 from .support.fake_openai import FakeOpenAIServer

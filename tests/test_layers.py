@@ -1,32 +1,26 @@
 """The import graph runs one way, and nothing is imported by its name as a string.
 
 Layers, lowest first (a module imports only from its own layer or lower ones, at the top of the
-file or inside a function alike; imports only for type checking are not counted):
+file or inside a function alike; imports only for type checking are not counted). A package's
+modules share its layer, but for the few named apart (a longer name wins):
 
-0. base: ``_compat``, ``exit_codes``, ``stats``, ``reference``, ``batching``, ``params``,
-   ``data``, ``subsets``, ``log_files``, ``study`` (the :class:`Study` spec's shape),
-   ``setup`` (what makes two runs comparable), ``shards`` (a run's shards by task
-   parameter), ``outputs`` (every file a command writes),
-   ``safe_text`` (escapes for each destination), ``interrupts`` (a SIGTERM as Ctrl-C), and
-   what a number can say: ``trivial``
-   (trivial baselines: handed a spec, never importing one), ``power`` (detectable
-   differences), ``ranking`` (which runs can be told apart) and ``clustered`` (intervals
-   clustered by source)
+0. base: ``inspect_internals/`` (what the package reaches of Inspect's internals), ``outputs/``
+   (files written whole, text escaped for where it goes, the exit codes), ``logs.files`` (which log
+   files a path names), ``data/`` (the dataset loader, subsets, reference texts, published
+   tables, MedREQAL's sources), ``study.spec``, ``study.params``, ``study.shards`` (the spec's
+   shape, the task parameters, shards) and ``stats/`` (intervals, power, trivial rows, ranking,
+   clustered intervals: handed a spec, never importing one), ``models.batching``
 1. ``solvers/`` (the papers' prompts) and ``models/`` (providers)
 2. ``scorers/`` (parsers, scorers, metrics: handed a spec, never importing one)
-3. ``tasks/`` (each study's task and its ``SPEC``) and ``builders/``
-4. ``studies`` (the list of specs) and ``recorded/`` (tools over recorded replies and logs
-   that are not tasks: score-recorded, recorded-to-replay, export-counterfactuals)
-5. ``logs`` (runs read back), ``usage`` (tokens and cost of a run, from its log) and
-   ``standing`` (the statistics core over runs read back: intervals, trivial rows, what a pair
-   detects, ranks, gate sizes)
-6. ``regress``, ``report/``, ``compare``, ``diff`` (two runs compared, sample by sample),
-   ``launch`` (``med-evals run``: a task's shards in several processes), ``sizing``
-   (``med-evals power``: the items a gate needs)
-7. ``cli``, ``_registry``
+3. ``study.checks`` (what a task checks before its run), ``study.fingerprint`` (a spec's
+   behaviour), ``data.builders`` (the MedREQAL builder: its prompts' parsers are the scorers')
+4. ``tasks/`` (each study's task and its ``SPEC``; the registry of specs in the papers' order)
+5. ``logs/`` (runs read back, comparability, labels, pairs, usage) and ``stats.standing`` (the
+   statistics core over runs read back: intervals, trivial rows, what a pair detects, ranks)
+6. ``commands/`` (one module per command, ``report/``)
+7. ``commands.cli`` (the one parser), ``_registry``, ``__init__`` (the tasks, exported)
 
-Within a layer, the folders' graph has no cycle (e.g. ``tasks/`` may use ``builders/``, never
-the reverse).
+Within a layer, the units' graph has no cycle.
 """
 
 from __future__ import annotations
@@ -41,38 +35,35 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "med_evals"
 
 LAYERS: dict[str, int] = {
     **dict.fromkeys(
-        ["__init__", "_compat", "exit_codes", "stats", "reference_text", "batching", "params",
-         "data", "subsets", "log_files", "spec", "setup", "shards", "outputs", "safe_text",
-         "trivial", "power", "ranking", "clustered", "interrupts"],
+        ["inspect_internals", "outputs", "logs.files", "data", "study", "study.spec",
+         "study.params", "study.shards", "stats", "models.batching"],
         0,
     ),
     "solvers": 1,
     "models": 1,
     "scorers": 2,
-    "tasks": 3,
-    "builders": 3,
-    "studies": 4,
-    "recorded": 4,
-    "runs": 5,
-    "run_labels": 5,
-    "pairs": 5,
-    "usage": 5,
-    "standing": 5,
-    "regress": 6,
-    "report": 6,
-    "main_job": 6,
-    "diff": 6,
-    "launch": 6,
-    "sizing": 6,
-    "cli": 7,
+    "study.checks": 3,
+    "study.fingerprint": 3,
+    "data.builders": 3,
+    "tasks": 4,
+    "logs": 5,
+    "stats.standing": 5,
+    "commands": 6,
+    "commands.cli": 7,
     "_registry": 7,
+    "__init__": 7,
 }
 
 
 def unit(module: str) -> str:
-    """``med_evals.scorers.medreqal`` -> ``scorers``; ``med_evals.stats`` -> ``stats``."""
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "__init__"
+    """The longest name in :data:`LAYERS` that ``module`` is or is inside
+    (``med_evals.logs.runs`` -> ``logs``; ``med_evals.logs.files`` -> ``logs.files``)."""
+    parts = module.split(".")[1:] or ["__init__"]
+    for n in range(len(parts), 0, -1):
+        name = ".".join(parts[:n])
+        if name in LAYERS:
+            return name
+    return parts[0]
 
 
 def _module_name(path: Path) -> str:
@@ -154,20 +145,13 @@ def test_no_cycle_between_folders():
     assert not cycles, cycles
 
 
-#: the one import by name: the tasks package imports its own modules, found on disk, so that a
-#: new study's module registers by existing (``med_evals.tasks.discover``)
-DISCOVERY = ("tasks/__init__.py", "importlib.import_module(f\"{__name__}.{name}\")")
-
-
 @pytest.mark.parametrize("needle", ["importlib.import_module", "__import__(", '":"'])
 def test_nothing_is_imported_by_a_string(needle):
-    """No ``importlib.import_module``/``__import__``, and no ``"module:NAME"`` references, but
-    the tasks package's discovery of its own modules (:data:`DISCOVERY`)."""
+    """No ``importlib.import_module``/``__import__``, and no ``"module:NAME"`` references: every
+    task and spec is registered by an import a reader (and an IDE) can follow."""
     hits = []
     for path in SRC.rglob("*.py"):
         for n, line in enumerate(path.read_text().splitlines(), 1):
-            if (str(path.relative_to(SRC)), line.strip()) == DISCOVERY:
-                continue
             if needle in line and (needle != '":"' or "med_evals." in line):
                 hits.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
     assert not hits, hits
@@ -179,15 +163,15 @@ def test_the_rules_catch_what_they_forbid(tmp_path, monkeypatch):
     monkeypatch.setattr(f"{__name__}.imports", lambda: fake)
     with pytest.raises(AssertionError, match="scorers.x .layer 2. imports med_evals.tasks.y"):
         test_no_upward_import()
-    fake2 = {"med_evals.tasks.a": {"med_evals.builders.b"},
-             "med_evals.builders.b": {"med_evals.tasks.a"}}
+    fake2 = {"med_evals.tasks.a": {"med_evals.data.builders.b"},
+             "med_evals.data.builders.b": {"med_evals.tasks.a"}}
     monkeypatch.setattr(f"{__name__}.imports", lambda: fake2)
     with pytest.raises(AssertionError, match="builders <-> tasks"):
         test_no_cycle_between_folders()
 
 
 REPO = SRC.parents[1]
-COMPAT = SRC / "_compat.py"
+COMPAT = SRC / "inspect_internals" / "compat.py"
 
 
 def private_inspect_imports(text: str, where: str = "") -> list[str]:
@@ -214,14 +198,15 @@ def private_inspect_imports(text: str, where: str = "") -> list[str]:
 
 def test_private_inspect_names_are_imported_only_in_compat():
     """CONTRIBUTING's rule, for the package, its tests and its benchmarks: Inspect's private
-    API is reached through med_evals._compat only, so a release that moves it changes one file."""
+    API is reached through med_evals.inspect_internals.compat only, so a release that moves it
+    changes one file."""
     hits = []
     for folder in (SRC, REPO / "tests", REPO / "bench"):
         for path in sorted(folder.rglob("*.py")):
             # hidden folders are not ours: bench_peers.py installs lm-eval in bench/.lm-eval-venv
             if path != COMPAT and not any(p.startswith(".") for p in path.relative_to(REPO).parts):
                 hits += private_inspect_imports(path.read_text(), str(path.relative_to(REPO)))
-    assert not hits, "import these through med_evals._compat:\n" + "\n".join(hits)
+    assert not hits, "import these through med_evals.inspect_internals.compat:\n" + "\n".join(hits)
 
 
 def test_the_private_import_rule_catches_each_form():

@@ -15,10 +15,10 @@ import pytest
 import yaml
 from inspect_ai.log import read_eval_log
 
-from med_evals.cli import main
-from med_evals.data import git_blob_sha1_of, sha256_of
-from med_evals.exit_codes import CommandError
-from med_evals.main_job import format_table, run_compare
+from med_evals.commands.cli import main
+from med_evals.commands.compare import format_table, run_compare
+from med_evals.data.datasets import git_blob_sha1_of, sha256_of
+from med_evals.outputs.exit_codes import CommandError
 
 from .conftest import REPO
 from .oncology_support import FIXTURE_CSV, install_fixture
@@ -91,9 +91,9 @@ def test_recorded_replies_beside_each_other_with_the_logged_numbers(tmp_path, mo
         assert r.values == _logged_headline(r.log)
     # each replayed run is named for its recorded model (inspect view's list shows the name),
     # its replay file in the model args; the rows are labelled as the report labels the runs
-    from med_evals.run_labels import model_name
-    from med_evals.runs import load_run
-    from med_evals.usage import REPLAYED
+    from med_evals.logs.labels import model_name
+    from med_evals.logs.runs import load_run
+    from med_evals.logs.usage import REPLAYED
 
     logs = [read_eval_log(r.log, header_only=True) for r in c.runs]
     assert [lg.eval.model for lg in logs] == ["replay/m1", "replay/m2"]
@@ -286,7 +286,7 @@ def test_a_killed_run_closes_its_log_and_names_it(tmp_path, monkeypatch, sigint)
         argv = _served(tmp_path, monkeypatch, server.base_url)
         env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
         proc = subprocess.Popen(
-            [sys.executable, "-m", "med_evals.cli", *argv], env=env, text=True,
+            [sys.executable, "-m", "med_evals.commands.cli", *argv], env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             preexec_fn=lambda: signal.signal(signal.SIGINT, sigint),
         )
@@ -310,7 +310,7 @@ def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
     """The README's command on the fixture: the embedded model with its reply restricted to the
     study's two labels, beside recorded replies; every printed number is the log's."""
     pytest.importorskip("transformers")
-    from med_evals._compat import PrerequisiteError
+    from med_evals.inspect_internals.compat import PrerequisiteError
     from med_evals.models.embedded import resolve_gguf
 
     try:
@@ -359,7 +359,7 @@ def test_the_main_job_on_the_fixture_trials(tmp_path, monkeypatch, capsys):
 def test_the_viewer_line_names_the_log_folder_absolutely(tmp_path, monkeypatch):
     """Inspect's viewer answers 403 for a --log-dir with `..` in it: the line printed must work
     as printed, from any folder."""
-    from med_evals.main_job import Comparison
+    from med_evals.commands.compare import Comparison
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs").mkdir()
@@ -368,7 +368,7 @@ def test_the_viewer_line_names_the_log_folder_absolutely(tmp_path, monkeypatch):
 
 
 def test_run_labels_name_the_model_args_given():
-    from med_evals.main_job import model_label
+    from med_evals.commands.compare import model_label
 
     assert model_label("embedded/smollm2-135m", {"choices": "POSITIVE,NEGATIVE"}) == (
         "embedded/smollm2-135m, choices=POSITIVE,NEGATIVE"
@@ -380,7 +380,7 @@ def test_run_labels_name_the_model_args_given():
 def test_model_args_are_read_as_inspect_reads_them():
     """``-M max_retries=0`` is the number 0, as ``inspect eval -M`` reads it (it was the text
     "0", and the OpenAI client's traceback); an empty value stays empty (free replies)."""
-    from med_evals.main_job import _model_args
+    from med_evals.commands.compare import _model_args
 
     assert _model_args(["max_retries=0", "choices=", "choices_b=POSITIVE,NEGATIVE",
                         "flag=true"], "openai-api/x/y") == {
@@ -394,8 +394,8 @@ def test_trivial_rows_the_flag_and_the_ranks_in_the_table():
     right on the first 4 only): the trivial rows, whether each run beats the best of them, and
     the ranks (A and B both separable from C, not from each other: Holm over three exact
     McNemar tests, test_standing.py)."""
-    from med_evals.main_job import Comparison, RunRow, stand
-    from med_evals.studies import ONCOLOGY_RCT
+    from med_evals.commands.compare import Comparison, RunRow, stand
+    from med_evals.tasks import ONCOLOGY_RCT
 
     gold = "PNPNNP" * 2
     word = {"P": "POSITIVE", "N": "NEGATIVE"}

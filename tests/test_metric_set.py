@@ -13,11 +13,11 @@ from inspect_ai.model import get_model
 from inspect_ai.scorer import Metric, SampleScore, metric
 from sklearn.metrics import cohen_kappa_score
 
-from med_evals.regress import make_baseline, regress
-from med_evals.report import build_report
-from med_evals.report.document import fmt
+from med_evals.commands.regress import make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.commands.report.document import fmt
 from med_evals.scorers.classification import per_condition
-from med_evals.studies import ONCOLOGY_RCT
+from med_evals.tasks import ONCOLOGY_RCT
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
@@ -104,7 +104,7 @@ def test_a_baseline_outlives_a_new_metric_but_not_a_changed_prompt(tmp_path, mon
     sent, the study code's behaviour, the settings), not the task's version."""
     from dataclasses import replace
 
-    from med_evals.cli import main
+    from med_evals.commands.cli import main
     from med_evals.tasks.oncology_conditions import CONDITIONS
 
     install_fixture(tmp_path / "data", monkeypatch)

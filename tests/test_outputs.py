@@ -1,5 +1,5 @@
 """What med_evals writes is written whole or not at all, and an output that cannot be written is
-one line and exit 2 before any work (src/med_evals/outputs.py, report/build.py).
+one line and exit 2 before any work (src/med_evals/outputs/files.py, report/build.py).
 
 Kills are real: a forked child runs the command with one system call (``os.replace`` or
 ``os.fsync``) replaced by a SIGKILL of itself at the k-th call, for every k, and the test reads
@@ -23,9 +23,9 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.cli import main as cli_main
-from med_evals.outputs import write_text
-from med_evals.report import build_report
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.report import build_report
+from med_evals.outputs.files import write_text
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
@@ -337,7 +337,7 @@ def test_csv_tables_for_people_neutralise_formulas(tmp_path, capsys):
 
 def test_cleanup_never_touches_a_live_writers_temp_file(tmp_path):
     """A temporary file of a process that still runs (another write of the same file) is left."""
-    from med_evals.outputs import temp_name
+    from med_evals.outputs.files import temp_name
 
     live = tmp_path / f"{temp_name('.b.json.')}abcd1234.tmp"
     live.write_text("in progress")

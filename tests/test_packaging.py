@@ -14,7 +14,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # a wheel build and fresh interpreters
-PACKAGE_DATA = REPO / "src" / "med_evals" / "manifests"
+PACKAGE_DATA = REPO / "src" / "med_evals" / "data" / "manifests"
 
 
 @pytest.fixture(scope="module")
@@ -48,8 +48,8 @@ def test_wheel_ships_manifests_and_subsets_not_test_servers(wheel):
     # the manifest it is fetched by
     for name in ("medreqal-table2-published.csv", "medreqal-table3-published.csv",
                  "published.yaml"):
-        assert f"med_evals/published/{name}" in names
-    assert "med_evals/manifests/oncology-table1.yaml" in names
+        assert f"med_evals/data/published_tables/{name}" in names
+    assert "med_evals/data/manifests/oncology-table1.yaml" in names
     assert not [n for n in names if "oncology-table1-published" in n or "table_manuscript" in n]
 
 
@@ -58,8 +58,8 @@ def test_installed_copy_reads_its_own_data_outside_the_checkout(wheel, tmp_path)
     zipfile.ZipFile(wheel).extractall(site)
     script = (
         "import med_evals, sys\n"
-        "from med_evals.data import load_manifest, manifest_dir\n"
-        "from med_evals.subsets import load_subset\n"
+        "from med_evals.data.datasets import load_manifest, manifest_dir\n"
+        "from med_evals.data.subsets import load_subset\n"
         f"assert med_evals.__file__.startswith({str(site)!r}), med_evals.__file__\n"
         f"assert str(manifest_dir()).startswith({str(site)!r})\n"
         "print(load_manifest('medreqal').revision, len(load_subset('oncology_rct', 'smoke').ids))"
@@ -98,7 +98,7 @@ def test_installed_copy_reports_the_shipped_published_tables(wheel, tmp_path):
     zipfile.ZipFile(wheel).extractall(site)
     script = (
         "import med_evals\n"
-        "from med_evals.report import build_report\n"
+        "from med_evals.commands.report import build_report\n"
         f"assert med_evals.__file__.startswith({str(site)!r}), med_evals.__file__\n"
         f"r = build_report([{str(logs)!r}], 'report', n_boot=10)\n"
         "print(r.markdown.read_text())\n"

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from med_evals.data import DatasetError
-from med_evals.params import (
+from med_evals.data.datasets import DatasetError
+from med_evals.study.params import (
     Choice,
     Directory,
     File,

@@ -1,5 +1,5 @@
-"""What a run or a pair can detect (med_evals.power), checked against simulation and against
-McNemar's exact test as the package runs it (med_evals.stats.mcnemar_exact)."""
+"""What a run or a pair can detect (med_evals.stats.power), checked against simulation and against
+McNemar's exact test as the package runs it (med_evals.stats.intervals.mcnemar_exact)."""
 
 import math
 
@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import norm
 
-from med_evals.power import (
+from med_evals.stats.intervals import mcnemar_exact
+from med_evals.stats.power import (
     detectable_difference,
     detectable_from_se,
     exact_mcnemar_power,
@@ -19,7 +20,6 @@ from med_evals.power import (
     size_for_drop,
     z_sum,
 )
-from med_evals.stats import mcnemar_exact
 
 C = norm.ppf(0.975) + norm.ppf(0.8)
 

@@ -9,13 +9,13 @@ import math
 
 import pytest
 
-from med_evals.cli import main as cli_main
-from med_evals.regress import make_baseline, regress
-from med_evals.report import build_report
-from med_evals.report.document import fmt
-from med_evals.report.prompt_spread import SPREAD, order, ranking_changes, ranks
-from med_evals.run_labels import ReportError
-from med_evals.runs import load_runs
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.regress import make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.commands.report.document import fmt
+from med_evals.commands.report.prompt_spread import SPREAD, order, ranking_changes, ranks
+from med_evals.logs.labels import ReportError
+from med_evals.logs.runs import load_runs
 from med_evals.tasks.medreqal import medreqal
 
 from .conftest import FIXTURES

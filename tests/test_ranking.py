@@ -1,4 +1,4 @@
-"""Which runs can be told apart (med_evals.ranking): a hand fixture whose p-values are checked
+"""Which runs can be told apart (med_evals.stats.ranking): a hand fixture whose p-values are checked
 with scipy's binomial test and whose Holm correction is done by hand."""
 
 import math
@@ -6,7 +6,7 @@ import math
 import pytest
 from scipy.stats import binomtest
 
-from med_evals.ranking import pair_tests, rank_runs
+from med_evals.stats.ranking import pair_tests, rank_runs
 
 
 def right_on(*spans):

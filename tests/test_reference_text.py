@@ -1,4 +1,4 @@
-"""The reference record in a verdict sample's metadata (med_evals.reference_text)."""
+"""The reference record in a verdict sample's metadata (med_evals.data.reference_text)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 from inspect_ai.log import EvalSampleSummary
 from inspect_ai.scorer import Target
 
-from med_evals.reference_text import reference_fields, reference_record, reference_text
+from med_evals.data.reference_text import reference_fields, reference_record, reference_text
 from med_evals.scorers.generation import rouge_l
 from med_evals.scorers.medreqal import REFUTED, verdict
 from tests.scorers.test_medreqal_scorer import state

@@ -8,10 +8,10 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.cli import main as cli_main
-from med_evals.exit_codes import table_text
-from med_evals.regress import decide, make_baseline, read_baseline, regress
-from med_evals.studies import spec
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.regress import decide, make_baseline, read_baseline, regress
+from med_evals.outputs.exit_codes import table_text
+from med_evals.tasks import spec
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
@@ -150,7 +150,7 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     # paired bootstrap's se; the valid rate never differs
     from scipy.stats import norm
 
-    from med_evals.stats import bootstrap_difference
+    from med_evals.stats.intervals import bootstrap_difference
 
     old = json.loads(path.read_text())["runs"][0]["samples"]
     new = make_baseline([runs["worse"]])["runs"][0]["samples"]
@@ -181,7 +181,7 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
 def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     path = tmp_path / "baseline.json"
     assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
@@ -195,7 +195,7 @@ def test_cli_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
 
 
 def test_a_log_directory_expands_to_local_paths_that_exist(runs):
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     [path] = expand_log_paths([runs["same"]])
     assert not path.startswith("file:") and Path(path).is_file()
@@ -260,7 +260,7 @@ def test_a_run_without_a_baseline_beside_a_matched_one_is_undecided(runs, tmp_pa
     relabelled as a MedREQAL run, its scores as the verdict scorer's) is not gated."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
     log = read_eval_log(expand_log_paths([runs["same"]])[0])
@@ -284,7 +284,7 @@ def test_a_study_log_that_cannot_be_used_beside_a_good_one_is_undecided(runs, tm
     relabelled) is a run the gate did not compare."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
     log = read_eval_log(expand_log_paths([runs["same"]])[0])
@@ -353,7 +353,7 @@ def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
     (tmp_path / "bad.json").write_text('{"format": 2, "runs": [')
     (tmp_path / "list.json").write_text("[]")
     (tmp_path / "norun.json").write_text('{"format": 2, "runs": []}')
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     [log] = expand_log_paths([runs["same"]])
     truncated = tmp_path / "truncated" / "cut.eval"
@@ -398,7 +398,7 @@ def test_input_errors_are_one_line_with_exit_2(runs, tmp_path, capsys):
 def test_baseline_refuses_a_run_that_did_not_complete(runs, tmp_path, capsys):
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     log = read_eval_log(expand_log_paths([runs["same"]])[0])
     log.status = "error"
@@ -419,7 +419,7 @@ def test_a_killed_log_beside_the_finished_log_of_its_eval_is_ignored(runs, tmp_p
     killed log (status started) and the finished one share the eval's task_id."""
     from inspect_ai.log import read_eval_log, write_eval_log
 
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
     [finished] = expand_log_paths([runs["same"]])
@@ -456,7 +456,7 @@ def _subcommands(capsys, argv):
 
 
 def test_every_command_is_in_the_exit_code_table(capsys):
-    from med_evals.cli import COMMAND_GROUPS
+    from med_evals.commands.cli import COMMAND_GROUPS
 
     text = (Path(__file__).parents[1] / "docs" / "exit_codes.md").read_text()
     names = []
@@ -471,7 +471,7 @@ def test_every_command_is_in_the_exit_code_table(capsys):
 
 def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
     """``regress`` resamples 1,000 times unless told; fewer than 100 is a usage error."""
-    import med_evals.regress as regress_module
+    import med_evals.commands.regress as regress_module
 
     seen = []
     real = regress_module.regress
@@ -494,7 +494,7 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
 
 
 def _log_of(folder: Path) -> str:
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     [log] = expand_log_paths([folder])
     return log
@@ -547,8 +547,8 @@ def test_two_runs_of_one_model_and_setup_are_never_gated_against_each_other(
 def test_runs_are_matched_one_to_one():
     """A new run takes the baseline run of its own model and setup; a run of another model
     falls back to a baseline run of the same setup only when no other run has taken it."""
-    from med_evals.regress import match_runs
-    from med_evals.runs import Run
+    from med_evals.commands.regress import match_runs
+    from med_evals.logs.runs import Run
 
     def run(model: str, condition: str, path: str) -> Run:
         prov = {"task_args": {"condition": condition}, "prompt": "p", "revision": "r"}
@@ -609,7 +609,7 @@ def test_a_log_whose_samples_cannot_be_read_stops_the_gate(runs, tmp_path, capsy
     assert "the report shows 1 run; 1 study run(s) could not be shown" in md
 
     # a store that drops between the header and the samples: the same, from the same code
-    import med_evals.runs as logs_module
+    import med_evals.logs.runs as logs_module
 
     real = logs_module.read_eval_log
 
@@ -627,14 +627,14 @@ def test_a_log_whose_samples_cannot_be_read_stops_the_gate(runs, tmp_path, capsy
 
 
 def _logs_in(folder: Path) -> list[str]:
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     return expand_log_paths([folder])
 
 
 def _format_2(baseline: dict, version: str) -> dict:
     """``baseline`` as a release before format 3 recorded it: 8 setup fields, ``version``."""
-    from med_evals.setup import LEGACY_FIELDS
+    from med_evals.logs.comparable import LEGACY_FIELDS
 
     run = baseline["runs"][0]
     prov = {"task_version": version, **run["setup"]}
@@ -648,11 +648,12 @@ def _format_2(baseline: dict, version: str) -> dict:
 
 def test_a_format_2_baseline_of_the_last_version_to_write_it_still_gates(runs, monkeypatch):
     """A version bump (a metric added) leaves a stored format-2 baseline gating where the new
-    run's behaviour is that of the baseline's version (med_evals.setup.LEGACY_BEHAVIOUR), with
+    run's behaviour is that of the baseline's version (med_evals.logs.comparable.LEGACY_BEHAVIOUR),
+    with
     a note; an older version, or another behaviour, is a changed setup naming the version."""
-    from med_evals import setup as setup_module
-    from med_evals.runs import load_runs
-    from med_evals.spec import digest
+    from med_evals.logs import comparable as setup_module
+    from med_evals.logs.runs import load_runs
+    from med_evals.study.spec import digest
 
     baseline = make_baseline([runs["baseline"]])
     (run,), _ = load_runs([runs["same"]])

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.studies import STUDIES
+from med_evals.tasks import STUDIES
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "med_evals"
@@ -118,7 +118,7 @@ def test_the_route_is_followed_in_the_code(study, numbers, hops, monkeypatch):
 def test_the_check_catches_a_broken_hop():
     """A hop that does not lead to the next, or a spec field set to another function, fails."""
     spec = _study("oncology_rct")
-    source = _source("spec.py", "Study.headline_values")
+    source = _source("study/spec.py", "Study.headline_values")
     # headline_values calls self.compute: the oncology spec's compute is headline_numbers ...
     numbers = _function("scorers/oncology_rct.py", "headline_numbers")
     assert _links(source, "Study.headline_values", numbers, "headline_numbers", spec)

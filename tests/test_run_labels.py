@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from med_evals.run_labels import DISPLAY_ONLY_MODEL_ARGS, group_runs, run_labels
-from med_evals.runs import Run
+from med_evals.logs.labels import DISPLAY_ONLY_MODEL_ARGS, group_runs, run_labels
+from med_evals.logs.runs import Run
 
 
 def _run(path: str, model_args: dict | None = None, **task_args) -> Run:  # noqa: ANN003

@@ -28,9 +28,9 @@ from inspect_ai import eval_set
 from inspect_ai.log import EvalLog, read_eval_log, write_eval_log
 from inspect_ai.model import get_model
 
-from med_evals.cli import main as cli_main
-from med_evals.log_files import LogPathError, list_log_files, log_folder, log_name
-from med_evals.regress import decide, read_baseline, regress, resume_command
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.regress import decide, read_baseline, regress, resume_command
+from med_evals.logs.files import LogPathError, list_log_files, log_folder, log_name
 
 from .conftest import replying
 from .medevidence_support import install_medevidence
@@ -133,7 +133,7 @@ def _unlocated(md: str) -> str:
 
 @pytest.mark.slow
 def test_report_over_s3_is_the_report_over_a_local_copy(runs):
-    from med_evals.report import build_report
+    from med_evals.commands.report import build_report
 
     # fewer resamples than the command's 200 (the paired bootstrap is most of a report's time)
     a = build_report([runs.uri], runs.tmp / "report-s3", n_boot=20)
@@ -224,7 +224,7 @@ def test_compare_reads_its_runs_back_from_s3_and_logs_locally(runs, capsys):
     """``compare`` writes its logs, replay files and report to a local folder (refused for an
     s3:// --log-dir, in one line); what it reads back, each run from ``log.location``, is read
     from S3 as from a local log."""
-    from med_evals.main_job import _row
+    from med_evals.commands.compare import _row
 
     labels = {lg.eval.model: lg.eval.model for lg in runs.logs}
     sources = dict.fromkeys(labels, "here")
@@ -460,7 +460,7 @@ def test_the_scale_recipe_on_s3(s3, tmp_path, monkeypatch, capsys):
     # one report and one gate over the whole store (both workers' folders)
     # (the report's function, with fewer resamples than the command's 200: the command itself
     # over S3 is test_report_command_reads_a_log_named_by_its_uri)
-    from med_evals.report import build_report
+    from med_evals.commands.report import build_report
 
     report = build_report([store], tmp_path / "report", n_boot=20)
     # the killed log is named as left for the finished log of its eval (same task id)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from med_evals.safe_text import (
+from med_evals.outputs.text import (
     BIDI_CONTROLS,
     LATEX_ESCAPES,
     LATEX_LIGATURE,

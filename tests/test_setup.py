@@ -1,11 +1,12 @@
-"""One setup model (med_evals.setup): what makes two runs comparable, for the report, the shards
+"""One setup model (med_evals.logs.comparable): what makes two runs comparable, for the report, the
+shards
 and the gate alike."""
 
 from __future__ import annotations
 
-from med_evals.run_labels import run_labels
-from med_evals.runs import Run
-from med_evals.setup import legacy_view, not_recorded, setup_changes, setup_of
+from med_evals.logs.comparable import legacy_view, not_recorded, setup_changes, setup_of
+from med_evals.logs.labels import run_labels
+from med_evals.logs.runs import Run
 
 
 def _prov(**extra) -> dict:  # noqa: ANN003
@@ -95,8 +96,8 @@ def test_todays_studies_have_the_behaviour_of_the_last_format_2_versions():
     """The code behind a stored format-2 baseline (datasets/ci's MedEvidence baseline, at
     2.1.0): today's studies, a version later where a metric was added, read as of that version;
     a changed parser does not."""
-    from med_evals.setup import LEGACY_BEHAVIOUR, legacy_version
-    from med_evals.studies import spec
+    from med_evals.logs.comparable import LEGACY_BEHAVIOUR, legacy_version
+    from med_evals.tasks import spec
 
     for task, (version, _) in LEGACY_BEHAVIOUR.items():
         study = spec(task)

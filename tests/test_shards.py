@@ -12,9 +12,9 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.regress import decide, make_baseline, regress
-from med_evals.report import build_report
-from med_evals.runs import load_runs
+from med_evals.commands.regress import decide, make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.logs.runs import load_runs
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
@@ -58,7 +58,7 @@ def test_shards_read_back_as_one_run(runs):
     # each sample's viewer link opens the shard's log that holds it
     from inspect_ai.log import read_eval_log
 
-    from med_evals.pairs import viewer_url
+    from med_evals.logs.pairs import viewer_url
 
     held = {str(sm.id): path for path in sharded.provenance["shards"]
             for sm in read_eval_log(path).samples or []}
@@ -66,7 +66,7 @@ def test_shards_read_back_as_one_run(runs):
         url = viewer_url(sharded, sid, 1, str(runs / "sharded"))
         assert url is not None and Path(held[sid]).name in url
     # its tokens are every shard's (the report's and the baseline's usage figures)
-    from med_evals.usage import run_usage, total_usage
+    from med_evals.logs.usage import run_usage, total_usage
 
     def tokens(run):
         values = list(run.values.values())
@@ -101,7 +101,7 @@ def test_report_baseline_and_gate_see_one_run(runs, tmp_path):
 
 def test_overlapping_ranges_are_not_merged():
     """Two logs whose samples overlap are two runs (the gate refuses them as such), never one."""
-    from med_evals.runs import Run, merge_shards
+    from med_evals.logs.runs import Run, merge_shards
 
     def run(ids, limit):
         return Run(f"{limit}.eval", "oncology_rct", "m", {i: {} for i in ids},
@@ -153,7 +153,7 @@ def mixes(tmp_path_factory):
 
 @pytest.mark.slow
 def test_a_forgotten_shard_is_a_partial_run_everywhere(mixes, tmp_path, capsys):
-    from med_evals.cli import main as cli_main
+    from med_evals.commands.cli import main as cli_main
 
     [gap], _ = load_runs([mixes / "gap"])
     assert len(gap.provenance["shards"]) == 2 and len(gap.values) == 40
@@ -177,7 +177,7 @@ def test_a_forgotten_shard_is_a_partial_run_everywhere(mixes, tmp_path, capsys):
             "21-40 not run: shards --limit 1-20, --limit 41-60); 20 sample(s) of the baseline "
             "run are not in it: not compared (give every shard's log, or finish the run)") in out
     # diff names it too
-    from med_evals.diff import diff_runs, format_text
+    from med_evals.commands.diff import diff_runs, format_text
 
     [whole_log] = _logs(mixes / "whole")
     text = format_text(diff_runs(whole_log, str(mixes / "gap"), n_boot=10))
@@ -215,12 +215,12 @@ def test_two_setups_are_never_one_run(mixes, tmp_path):
 
 
 def _logs(folder):
-    from med_evals.runs import expand_log_paths
+    from med_evals.logs.runs import expand_log_paths
 
     return expand_log_paths([folder])
 
 
-# --- shards by task parameter (-T shard=i/N: med_evals.shards) ------------------------------
+# --- shards by task parameter (-T shard=i/N: med_evals.study.shards) ------------------------------
 
 
 def _crc_reply(labels):
@@ -335,8 +335,8 @@ def test_oncology_shards_by_parameter_read_back_as_the_whole_run(by_param, tmp_p
 
 @pytest.mark.slow
 def test_missing_shards_are_named_everywhere(by_param, tmp_path, capsys):
-    from med_evals.cli import main as cli_main
-    from med_evals.diff import diff_runs, format_text
+    from med_evals.commands.cli import main as cli_main
+    from med_evals.commands.diff import diff_runs, format_text
 
     logs = _shard_logs(by_param / "sharded")
     gap = _folder(tmp_path, "gap", [logs["1/4"], logs["3/4"]])
@@ -363,7 +363,7 @@ def test_missing_shards_are_named_everywhere(by_param, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_a_shard_given_twice_merges_nothing(by_param, tmp_path, capsys):
-    from med_evals.cli import main as cli_main
+    from med_evals.commands.cli import main as cli_main
 
     logs = _shard_logs(by_param / "sharded")
     [again] = _shard_logs(by_param / "again").values()
@@ -430,8 +430,8 @@ def test_shards_of_two_setups_are_two_runs(by_param, tmp_path):
 
 
 def test_the_partition_is_round_robin_by_item():
-    from med_evals.params import Shard
-    from med_evals.shards import shard_items
+    from med_evals.study.params import Shard
+    from med_evals.study.shards import shard_items
 
     items = [("a", 1), ("a", 2), ("b", 1), ("c", 1), ("b", 2), ("d", 1), ("e", 1)]
     key = lambda it: it[0]  # noqa: E731
@@ -442,7 +442,7 @@ def test_the_partition_is_round_robin_by_item():
 
 
 def test_more_shards_than_items_is_one_line():
-    from med_evals.params import ParamError
+    from med_evals.study.params import ParamError
 
     with pytest.raises(ParamError) as err:
         oncology_rct(trials_file=str(FIXTURE_CSV), shard="7/8")
@@ -505,7 +505,7 @@ def test_a_label_study_takes_shards_without_naming_them(tmp_path):
     not name it (it arrives in **unknown)."""
     import sys
 
-    from med_evals.spec import STUDIES, register
+    from med_evals.study.spec import STUDIES, register
 
     mp = pytest.MonkeyPatch()
     here = Path(__file__).parent / "studies"

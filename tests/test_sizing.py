@@ -7,9 +7,9 @@ import math
 import pytest
 from scipy.stats import norm
 
-from med_evals.cli import main
-from med_evals.stats import bootstrap_se
-from med_evals.studies import MEDREQAL
+from med_evals.commands.cli import main
+from med_evals.stats.intervals import bootstrap_se
+from med_evals.tasks import MEDREQAL
 
 C = norm.ppf(0.975) + norm.ppf(0.80)
 NEI = "NOT ENOUGH INFORMATION"

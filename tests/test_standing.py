@@ -1,4 +1,4 @@
-"""Where runs stand (med_evals.standing): each number the report, compare, diff, regress and
+"""Where runs stand (med_evals.stats.standing): each number the report, compare, diff, regress and
 power print, computed by hand on small made-up samples."""
 
 import math
@@ -6,8 +6,9 @@ import math
 import pytest
 from scipy.stats import norm
 
-from med_evals.clustered import clustered_proportion
-from med_evals.standing import (
+from med_evals.stats.clustered import clustered_proportion
+from med_evals.stats.intervals import bootstrap_difference, bootstrap_interval
+from med_evals.stats.standing import (
     Entry,
     detectable,
     detectable_text,
@@ -17,8 +18,7 @@ from med_evals.standing import (
     ranking,
     trivial_blocks,
 )
-from med_evals.stats import bootstrap_difference, bootstrap_interval
-from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
+from med_evals.tasks import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 
 #: c = z_{0.975} + z_{0.80}, by hand
 C = norm.ppf(0.975) + norm.ppf(0.80)

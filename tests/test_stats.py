@@ -9,7 +9,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from med_evals.scorers.classification import encode, macro_f1_codes
 from med_evals.scorers.oncology_rct import binary_estimates, binary_summary
-from med_evals.stats import (
+from med_evals.stats.intervals import (
     bootstrap_difference,
     bootstrap_se,
     mcnemar_exact,

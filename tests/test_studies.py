@@ -4,16 +4,9 @@ import dataclasses
 
 import pytest
 
-from med_evals import studies
-from med_evals.studies import (
-    HEALTHFC,
-    MEDEVIDENCE,
-    MEDREQAL,
-    ONCOLOGY_RCT,
-    STUDIES,
-    fingerprint,
-    spec,
-)
+from med_evals.study import fingerprint as studies
+from med_evals.study.fingerprint import fingerprint
+from med_evals.tasks import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, spec
 
 
 @pytest.mark.parametrize("name", sorted(STUDIES))
@@ -22,7 +15,7 @@ def test_version_is_bumped_with_prompt_parser_metric_or_pin(name):
     assert fingerprint(study) == study.fingerprint_recorded, (
         f"a prompt, parse, number or dataset pin of {name} changed: bump its version in its "
         f"task module's SPEC and record fingerprint_recorded={fingerprint(study)!r} "
-        "(python -m med_evals.studies prints them)"
+        "(med-evals studies --fingerprints prints them)"
     )
 
 
@@ -80,7 +73,7 @@ def test_verdict_studies_share_the_definition_and_log_their_own_name():
     assert HEALTHFC.headline == MEDREQAL.headline and HEALTHFC.compute == MEDREQAL.compute
     # each task's headline metric is its own study's, as the log records it (HealthFC's logged
     # "medreqal" before)
-    from med_evals._compat import registry_params
+    from med_evals.inspect_internals.compat import registry_params
 
     for study in (MEDREQAL, HEALTHFC):
         assert registry_params(study.metric_set(False)[0]) == {"study": study.task}

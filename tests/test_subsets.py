@@ -3,8 +3,8 @@ from collections import Counter
 import pandas as pd
 import pytest
 
-from med_evals.data import DatasetError
-from med_evals.subsets import draw_stratified, key_hash, load_subset
+from med_evals.data.datasets import DatasetError
+from med_evals.data.subsets import draw_stratified, key_hash, load_subset
 from med_evals.tasks.medevidence import medevidence
 from med_evals.tasks.oncology_rct import oncology_rct
 
@@ -46,7 +46,7 @@ def test_stored_oncology_subsets_are_the_draws_they_say(shared_datasets, name):
     """Each stored subset is what ``med-evals subset make`` draws with its seed and size."""
     import yaml
 
-    from med_evals.subsets import subset_path
+    from med_evals.data.subsets import subset_path
     from med_evals.tasks.oncology_rct import subset_source
 
     stored = yaml.safe_load(subset_path("oncology_rct", name).read_text(encoding="utf-8"))
@@ -130,8 +130,8 @@ def test_subset_make_writes_to_the_users_folder_and_the_task_reads_it(
 ):
     """Before: ``subset make oncology_rct big --size 1000`` capped to 250 silently and wrote
     into the installed package (site-packages for a wheel user)."""
-    from med_evals.cli import main as cli_main
-    from med_evals.subsets import stored_subset_dir
+    from med_evals.commands.cli import main as cli_main
+    from med_evals.data.subsets import stored_subset_dir
 
     mine = tmp_path / "mine"
     monkeypatch.setenv("MED_EVALS_SUBSET_DIR", str(mine))

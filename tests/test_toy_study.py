@@ -10,11 +10,11 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.diff import diff_runs
-from med_evals.params import ParamError
-from med_evals.regress import decide, make_baseline, regress
-from med_evals.report import build_report
-from med_evals.spec import STUDIES
+from med_evals.commands.diff import diff_runs
+from med_evals.commands.regress import decide, make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.study.params import ParamError
+from med_evals.study.spec import STUDIES
 
 from .conftest import replying
 from .support import N_BOOT
@@ -80,7 +80,7 @@ def test_it_reaches_the_log_report_diff_and_gate(toy, tmp_path):
 
 
 def test_its_fingerprint_and_parameters(toy):
-    from med_evals.studies import fingerprint
+    from med_evals.study.fingerprint import fingerprint
 
     module = toy[0]
     assert fingerprint(module.SPEC) == module.SPEC.fingerprint_recorded

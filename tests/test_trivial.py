@@ -1,4 +1,4 @@
-"""Trivial baselines (med_evals.trivial): the study's own headline function over the run's own
+"""Trivial baselines (med_evals.stats.trivial): the study's own headline function over the run's own
 samples, each prediction replaced."""
 
 import csv
@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from med_evals.studies import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
-from med_evals.trivial import (
+from med_evals.stats.trivial import (
     beats_trivial,
     best_trivial,
     constant_values,
     majority_label,
     trivial_rows,
 )
+from med_evals.tasks import MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 
 NEI = "NOT ENOUGH INFORMATION"
 

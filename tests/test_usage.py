@@ -1,4 +1,5 @@
-"""Tokens and cost per role, from the logs (med_evals.usage): runs against the local fake OpenAI
+"""Tokens and cost per role, from the logs (med_evals.logs.usage): runs against the local fake
+OpenAI
 server counting words as tokens, so every figure is checked against a count of what the server
 received and answered; the report, compare's table, the baseline and the gate print the same."""
 
@@ -15,21 +16,21 @@ import yaml
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelCost, get_model
 
-from med_evals.cli import main
-from med_evals.exit_codes import CommandError
-from med_evals.main_job import Comparison, _row, format_table
-from med_evals.regress import make_baseline, regress
-from med_evals.report import build_report
-from med_evals.runs import load_run
-from med_evals.studies import MEDREQAL, ONCOLOGY_RCT
-from med_evals.tasks.medreqal import medreqal
-from med_evals.tasks.oncology_rct import oncology_rct
-from med_evals.usage import (
+from med_evals.commands.cli import main
+from med_evals.commands.compare import Comparison, _row, format_table
+from med_evals.commands.regress import make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.logs.runs import load_run
+from med_evals.logs.usage import (
     REPLAYED,
     money,
     read_prices,
     run_usage,
 )
+from med_evals.outputs.exit_codes import CommandError
+from med_evals.tasks import MEDREQAL, ONCOLOGY_RCT
+from med_evals.tasks.medreqal import medreqal
+from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import FIXTURES
 from .oncology_support import follower, oncology_module
@@ -378,7 +379,7 @@ def test_usage_reported_on_some_calls_only_is_partial(tmp_path_factory, capsys):
         prices = {k: ModelCost(**v) for k, v in PRICES.items()}
         u = run.usage(prices)
         assert u.total.partial and u.total.dollars is not None
-        from med_evals.usage import cost_text
+        from med_evals.logs.usage import cost_text
 
         assert cost_text(u.total).startswith("≥ $")
         assert u.costs[0].source == (f"--prices (partial: usage reported on {calls - without} "

@@ -14,10 +14,10 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.log import resolve_sample_attachments
 
-from med_evals.data import sha256_of
-from med_evals.main_job import replay_model
-from med_evals.pairs import VIEWER, viewer_url
-from med_evals.runs import load_run
+from med_evals.commands.compare import replay_model
+from med_evals.data.datasets import sha256_of
+from med_evals.logs.pairs import VIEWER, viewer_url
+from med_evals.logs.runs import load_run
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from .oncology_support import install_fixture

@@ -1,12 +1,14 @@
-"""Inspect entry point: importing this module registers every med_evals task and provider, and
+"""Inspect's entry point (``[project.entry-points.inspect_ai]``): importing this module
+registers every med_evals task, in the papers' order, and the package's model providers, and
 puts the package's exception hook in place (one line for a misspelt ``--model`` provider)."""
 
 # ruff: noqa: F401
-from med_evals._compat import install_excepthook
+from med_evals.inspect_internals.compat import install_excepthook
 from med_evals.models.providers import embedded, replay
-
-# every study's spec, registered (metrics recreated from a log); studies imports every task
-# module of med_evals.tasks (its discovery), so each @task is registered with Inspect too
-from med_evals.studies import STUDIES
+from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
+from med_evals.tasks.healthfc import healthfc
+from med_evals.tasks.medevidence import medevidence
+from med_evals.tasks.medreqal import medreqal
+from med_evals.tasks.oncology_rct import oncology_rct
 
 install_excepthook()

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.builders.eutils import EUtils, EUtilsError, fetch_cochrane
-from med_evals.builders.sources import read_sources, select_reviews
-from med_evals.cli import main
+from med_evals.commands.cli import main
+from med_evals.data.builders.eutils import EUtils, EUtilsError, fetch_cochrane
+from med_evals.data.builders.sources import read_sources, select_reviews
 from tests.builders.fake_eutils import FakeEUtils
 
 RECORDS = {str(40000000 + i): f"2024-0{1 + i % 6}-1{i % 9}" for i in range(7)}

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from med_evals.builders.hf import hf_copy, medreqal_file, published_after_rows
-from med_evals.data import DatasetError
+from med_evals.data.datasets import DatasetError
+from med_evals.data.hf import hf_copy, medreqal_file, published_after_rows
 from med_evals.tasks.medreqal import medreqal
 
 REPO = Path(__file__).resolve().parents[2]

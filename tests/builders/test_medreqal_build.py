@@ -13,9 +13,9 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import get_model
 
-from med_evals.builders import medreqal_build as mb
-from med_evals.builders.prompts import CLASSIFICATION_SYSTEM, RENAL
-from med_evals.cli import main
+from med_evals.commands.cli import main
+from med_evals.data.builders import medreqal_build as mb
+from med_evals.data.builders.prompts import CLASSIFICATION_SYSTEM, RENAL
 from med_evals.tasks.medreqal import medreqal, read_medreqal
 from tests.conftest import mock_output
 

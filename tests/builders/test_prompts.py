@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.builders import prompts
-from med_evals.builders.prompts import (
+from med_evals.data.builders import prompts
+from med_evals.data.builders.prompts import (
     MISCELLANEOUS,
     RENAL,
     consolidate_renal,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.builders import pubmed, sources
-from med_evals.builders.dates import parse_date
-from med_evals.builders.pubmed import Review, Skipped, parse_html, parse_xml
-from med_evals.builders.sources import read_sources, select_reviews
+from med_evals.data.builders import pubmed, sources
+from med_evals.data.builders.pubmed import Review, Skipped, parse_html, parse_xml
+from med_evals.data.builders.sources import read_sources, select_reviews
+from med_evals.data.dates import parse_date
 
 FIXTURES = Path(__file__).parent / "fixtures"
 XML = FIXTURES / "cochrane_efetch.xml"

@@ -10,8 +10,8 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 
-from med_evals._compat import PrerequisiteError
-from med_evals.data import DatasetError
+from med_evals.data.datasets import DatasetError
+from med_evals.inspect_internals.compat import PrerequisiteError
 from med_evals.models import embedded, embedded_runtime
 from med_evals.models.embedded import resolve_gguf
 from med_evals.solvers.oncology_rct import ONCOLOGY_SYSTEM_PROMPT

@@ -5,7 +5,7 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.data import sha256_of
+from med_evals.data.datasets import sha256_of
 from med_evals.models.replay import ReplayError, read_recording, recording_sha256
 from med_evals.tasks.oncology_rct import oncology_rct
 

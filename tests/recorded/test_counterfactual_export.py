@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shutil
 
-from med_evals.cli import main as cli_main
+from med_evals.commands.cli import main as cli_main
 
 from ..oncology_support import FIXTURE_CSV
 

@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from med_evals.data import DatasetError
-from med_evals.recorded.replay_files import cli, inspect_commands, write_replays
-from med_evals.recorded.replies import read_recorded, score_recorded
+from med_evals.commands.recorded_to_replay import cli, inspect_commands, write_replays
+from med_evals.commands.score_recorded import read_recorded, score_recorded
+from med_evals.data.datasets import DatasetError
 from med_evals.tasks.oncology_rct import load_trials, oncology_rct
 
 from ..oncology_support import FIXTURE_CSV, install_fixture

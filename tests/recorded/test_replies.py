@@ -4,9 +4,9 @@ import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score, confusion_matrix, f1_score
 
-from med_evals.cli import main as cli_main
-from med_evals.data import DatasetError
-from med_evals.recorded.replies import read_recorded, score_recorded
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.score_recorded import read_recorded, score_recorded
+from med_evals.data.datasets import DatasetError
 from med_evals.scorers.oncology_rct import invert_outcome, outcome_value
 from med_evals.tasks.oncology_rct import read_trials
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.report import build_report
-from med_evals.report.document import fmt
+from med_evals.commands.report import build_report
+from med_evals.commands.report.document import fmt
 
 from ..medevidence_support import install_medevidence
 from .support import logged, replay_run

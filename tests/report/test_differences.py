@@ -12,7 +12,13 @@ import pytest
 from inspect_ai.log import read_eval_log
 from markdown_it import MarkdownIt
 
-from med_evals.pairs import (
+from med_evals.commands.report import build_report
+from med_evals.commands.report.context import Context
+from med_evals.commands.report.differences import flip_rows, section
+from med_evals.commands.report.document import Document
+from med_evals.commands.report.tables import paired_rows
+from med_evals.logs.labels import group_runs
+from med_evals.logs.pairs import (
     VIEWER,
     differences,
     input_start,
@@ -20,15 +26,9 @@ from med_evals.pairs import (
     sample_rows,
     viewer_folder,
 )
-from med_evals.report import build_report
-from med_evals.report.context import Context
-from med_evals.report.differences import flip_rows, section
-from med_evals.report.document import Document
-from med_evals.report.tables import paired_rows
-from med_evals.run_labels import group_runs
-from med_evals.runs import load_runs
+from med_evals.logs.runs import load_runs
 from med_evals.scorers.oncology_rct import flip_rate
-from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
+from med_evals.tasks import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import follower, oncology_module

@@ -15,9 +15,9 @@ from urllib.parse import quote
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from med_evals.cli import main as cli_main
-from med_evals.pairs import VIEWER
-from med_evals.report import build_report
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.report import build_report
+from med_evals.logs.pairs import VIEWER
 from med_evals.solvers.medreqal import PAPER_MODELS
 from med_evals.tasks.healthfc import healthfc
 from med_evals.tasks.medreqal import medreqal

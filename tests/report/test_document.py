@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from markdown_it import MarkdownIt
 
-from med_evals.report.document import Document, fmt, fmt_p, p_text
-from med_evals.safe_text import terminal
+from med_evals.commands.report.document import Document, fmt, fmt_p, p_text
+from med_evals.outputs.text import terminal
 
 from ..test_safe_text import parse, squash
 from .hostile import NASTY, random_strings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from med_evals.report import figures
+from med_evals.commands.report import figures
 
 LONG = ("Macro-F1 over valid predictions by condition (95% Wald intervals), every run of the "
         "study with its model name and the task arguments that differ: openai/gpt-4.1 (replayed)")

@@ -14,8 +14,8 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 from markdown_it import MarkdownIt
 
-from med_evals.report import build_report
-from med_evals.safe_text import terminal
+from med_evals.commands.report import build_report
+from med_evals.outputs.text import terminal
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from inspect_ai.log import read_eval_log, write_eval_log
 
-from med_evals.report import build as build_module
-from med_evals.report import build_report
+from med_evals.commands.report import build as build_module
+from med_evals.commands.report import build_report
 from med_evals.tasks.healthfc import healthfc
 from med_evals.tasks.medevidence import medevidence
 from med_evals.tasks.oncology_rct import oncology_rct
@@ -206,8 +206,8 @@ def test_a_failed_build_leaves_no_half_written_report(tmp_path, monkeypatch):
 def test_runs_that_differ_only_in_model_options_get_their_own_labels():
     """An embedded run with -M choices=... and one without are two runs of one model: their
     labels say so (they were merged into one group, the newer log's values winning)."""
-    from med_evals.run_labels import run_labels
-    from med_evals.runs import Run
+    from med_evals.logs.labels import run_labels
+    from med_evals.logs.runs import Run
 
     def run(model_args):
         return Run("x.eval", "oncology_rct", "embedded/smollm2-135m", {},

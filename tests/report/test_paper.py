@@ -30,19 +30,19 @@ from inspect_ai.model import ModelCost, get_model
 from inspect_ai.scorer import SampleScore, Score, krippendorff_alpha
 from sklearn.metrics import cohen_kappa_score
 
-from med_evals.report import build_report
-from med_evals.report.document import fmt
-from med_evals.report.summary import summary_rows
-from med_evals.run_labels import group_runs
-from med_evals.runs import load_runs
-from med_evals.safe_text import LATEX_ESCAPES
+from med_evals.commands.report import build_report
+from med_evals.commands.report.document import fmt
+from med_evals.commands.report.summary import summary_rows
+from med_evals.logs.labels import group_runs
+from med_evals.logs.runs import load_runs
+from med_evals.logs.usage import money
+from med_evals.outputs.text import LATEX_ESCAPES
 from med_evals.scorers.judges import AGREEMENT, JUDGE_FAILURE, TIE
-from med_evals.studies import STUDIES
+from med_evals.tasks import STUDIES
 from med_evals.tasks.counterfactual import counterfactual_judges
 from med_evals.tasks.healthfc import healthfc
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
-from med_evals.usage import money
 
 from ..conftest import FIXTURES
 from ..oncology_support import FIXTURE_CSV, follower
@@ -289,8 +289,8 @@ def test_the_summary_comes_first_with_the_headline_tables_numbers(paper):
     assert [r["value"] for r in shown] == [
         fmt(h.values[STUDIES[h.task].headline[0].name]) for h in result.headline]
     # each primary number's interval: the headline table's own (standing.headline_intervals)
-    from med_evals.report.document import fmt_interval
-    from med_evals.standing import entries, headline_intervals
+    from med_evals.commands.report.document import fmt_interval
+    from med_evals.stats.standing import entries, headline_intervals
 
     for r, h in zip(shown, result.headline, strict=True):
         study = STUDIES[h.task]

@@ -16,10 +16,11 @@ import yaml
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.cli import main as cli_main
-from med_evals.data import packaged_manifest_dir
-from med_evals.report import build_report, published
-from med_evals.safe_text import markdown_text
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.report import build_report
+from med_evals.data import published
+from med_evals.data.datasets import packaged_manifest_dir
+from med_evals.outputs.text import markdown_text
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
 
@@ -77,7 +78,7 @@ def test_the_oncology_table_is_pinned_not_shipped():
     assert manifest["revision"] in manifest["files"][TABLE1]["url"]
     assert not (published.packaged_dir() / TABLE1).exists()
     if (SHARED_REFERENCE / TABLE1).is_file():
-        from med_evals.data import sha256_of
+        from med_evals.data.datasets import sha256_of
 
         assert sha256_of(SHARED_REFERENCE / TABLE1) == manifest["files"][TABLE1]["sha256"]
 
@@ -168,7 +169,7 @@ def test_oncology_table_downloaded_from_its_pinned_source_and_cached(
         else:
             [note] = r.notes
             assert "it could not be downloaded (" in note and "gone.csv" in note
-            # as report.md writes every text: escaped for Markdown (med_evals.safe_text)
+            # as report.md writes every text: escaped for Markdown (med_evals.outputs.text)
             assert markdown_text(note, one_line=False) in md and "(published)" not in md
 
 

@@ -10,8 +10,8 @@ from inspect_ai.log import read_eval_log, write_eval_log
 from inspect_ai.model import get_model
 from inspect_ai.scorer import match
 
-from med_evals.cli import main as cli_main
-from med_evals.report import ReportError, build_report
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.report import ReportError, build_report
 from med_evals.tasks.medevidence import medevidence
 from med_evals.tasks.oncology_rct import oncology_rct
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from med_evals.regress import make_baseline, regress
-from med_evals.report import build_report
-from med_evals.report.document import fmt
-from med_evals.studies import spec
+from med_evals.commands.regress import make_baseline, regress
+from med_evals.commands.report import build_report
+from med_evals.commands.report.document import fmt
+from med_evals.tasks import spec
 
 from ..medevidence_support import install_medevidence
 from ..oncology_support import install_fixture
@@ -115,8 +115,8 @@ def test_medevidence(tmp_path, monkeypatch):
     # metadata in the log, beside the plain ones (Inspect's clustered Wilson interval)
     from inspect_ai.log import read_eval_log
 
-    from med_evals.clustered import clustered_proportion
-    from med_evals.report.document import fmt_interval
+    from med_evals.commands.report.document import fmt_interval
+    from med_evals.stats.clustered import clustered_proportion
 
     [path] = sorted((tmp_path / "run" / "logs").glob("*.eval"))
     samples = [s for s in read_eval_log(str(path)).samples if s.id.startswith("evidence")]

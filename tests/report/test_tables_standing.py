@@ -9,7 +9,7 @@ import math
 import pytest
 from scipy.stats import norm
 
-from med_evals.report import build_report
+from med_evals.commands.report import build_report
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import oncology_module

@@ -13,7 +13,7 @@ from med_evals.scorers.abstention import abstention, abstention_of
 from med_evals.scorers.medevidence import ABSTAINING as EFFECT_ABSTAINING
 from med_evals.scorers.medevidence import FIVE, THREE
 from med_evals.scorers.medreqal import ABSTAINING, VERDICT
-from med_evals.studies import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
+from med_evals.tasks import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 
 S, R, N = "SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"
 

@@ -23,7 +23,7 @@ from inspect_ai.scorer import SampleScore, Score, krippendorff_alpha, scorer
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from med_evals._compat import InputError
+from med_evals.inspect_internals.compat import InputError
 from med_evals.scorers.judges import (
     JUDGE_FAILURE,
     JUDGE_VERSION,

@@ -8,7 +8,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 from inspect_ai.scorer import Score
 
-from med_evals.runs import load_run
+from med_evals.logs.runs import load_run
 from med_evals.scorers.labels import ERROR, INVALID
 from med_evals.scorers.oncology_rct import TRIAL_OUTCOME, outcome_value, summarize_condition
 from med_evals.scorers.reducers import majority_label, reduce_values

@@ -69,10 +69,10 @@ def outcome_value(rng: random.Random) -> dict[str, Any]:
 
 
 def _metrics() -> dict[str, list[Any]]:
-    from med_evals._compat import scorer_metrics
+    from med_evals.inspect_internals.compat import scorer_metrics
     from med_evals.scorers.medreqal import verdict
     from med_evals.scorers.oncology_rct import outcome_metrics
-    from med_evals.studies import MEDREQAL, ONCOLOGY_RCT
+    from med_evals.tasks import MEDREQAL, ONCOLOGY_RCT
 
     oncology = ["POSITIVE", "NEGATIVE"]
     return {

@@ -10,8 +10,8 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
 from sklearn.metrics import cohen_kappa_score
 
-from med_evals.cli import main as cli_main
-from med_evals.recorded.counterfactual_export import export_counterfactuals
+from med_evals.commands.cli import main as cli_main
+from med_evals.commands.export_counterfactuals import export_counterfactuals
 from med_evals.scorers.judges import (
     JUDGE_VERSION,
     TIE,

@@ -11,7 +11,7 @@ import pytest
 from inspect_ai import eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
-from med_evals.data import DatasetError
+from med_evals.data.datasets import DatasetError
 from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer
 from med_evals.scorers.generation import rouge_l
 from med_evals.tasks.healthfc import healthfc, read_healthfc, record_to_sample

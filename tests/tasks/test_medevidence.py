@@ -5,7 +5,7 @@ from inspect_ai import eval as inspect_eval
 from inspect_ai import score as inspect_score
 from inspect_ai.model import get_model
 
-from med_evals.data import DatasetError
+from med_evals.data.datasets import DatasetError
 from med_evals.scorers.medevidence import effect_direction
 from med_evals.tasks.medevidence import medevidence, read_questions
 

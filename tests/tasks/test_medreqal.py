@@ -13,7 +13,7 @@ import pytest
 from inspect_ai import eval
 from inspect_ai.model import ChatMessageSystem, ModelOutput, ModelUsage, get_model
 
-from med_evals.data import DatasetError, check_counts
+from med_evals.data.datasets import DatasetError, check_counts
 from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packaged_encoder_path
 from med_evals.solvers import medreqal as verdict_prompts
 from med_evals.tasks.medreqal import medreqal, read_medreqal, record_to_sample

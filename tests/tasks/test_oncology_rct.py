@@ -8,8 +8,8 @@ import pytest
 from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
-from med_evals.cli import main as cli_main
-from med_evals.params import ParamError
+from med_evals.commands.cli import main as cli_main
+from med_evals.study.params import ParamError
 from med_evals.tasks.oncology_controls import make_controls, seeded_derangement
 from med_evals.tasks.oncology_rct import (
     CONDITIONS,
@@ -274,7 +274,7 @@ def test_epochs_keep_labels_by_majority(fixture_data, tmp_path):
     assert log.eval.config.epochs == 3
     assert m[("headline", "accuracy_valid")] == 1.0
     assert m[("counts", "n_total")] == 6  # one reduced score per trial, not 18
-    from med_evals.runs import score_values
+    from med_evals.logs.runs import score_values
 
     _, values = score_values(log.location, "trial_outcome")
     assert len(values) == 6 and all(v["agreement"] == pytest.approx(2 / 3) for v in values)

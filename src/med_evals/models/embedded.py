@@ -57,8 +57,8 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from med_evals._compat import PrerequisiteError
-from med_evals.batching import loop_batcher
+from med_evals.inspect_internals.compat import PrerequisiteError
+from med_evals.models.batching import loop_batcher
 from med_evals.models.embedded_batching import Batcher, Progress, _model_thread
 from med_evals.models.embedded_runtime import (
     DEFAULT_MAX_TOKENS,

@@ -1,7 +1,8 @@
 """Batching and progress for ``embedded/<model>``.
 
 Each sample's ``generate`` puts its request on the :class:`Batcher` of its event loop and awaits
-its own reply; the worker (:mod:`med_evals.batching`) takes the oldest waiting request and up to
+its own reply; the worker (:mod:`med_evals.models.batching`) takes the oldest waiting request and up
+to
 ``batch_size - 1`` more that can share a ``generate`` call, runs them on the one model thread,
 and hands each reply back.
 :class:`Progress` prints a line to stderr every so often, for runs without Inspect's live display.
@@ -16,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from med_evals.batching import Batcher as BaseBatcher
+from med_evals.models.batching import Batcher as BaseBatcher
 from med_evals.models.embedded_runtime import Generation, Request, batch_key
 
 #: runs one batch on the model thread: (requests, number still waiting) -> replies
@@ -81,7 +82,7 @@ class Progress:
 
 class Batcher(BaseBatcher[Request, Generation]):
     """Collects the requests of concurrently generating samples (one event loop) and runs them
-    in batches of one batch key on the model thread (:class:`med_evals.batching.Batcher`)."""
+    in batches of one batch key on the model thread (:class:`med_evals.models.batching.Batcher`)."""
 
     def __init__(self, run: RunBatch, batch_size: int, linger_s: float = 0.02) -> None:
         super().__init__(run, _model_thread, linger_s)

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from inspect_ai.model import GenerateConfig
 
-from med_evals._compat import PrerequisiteError
+from med_evals.inspect_internals.compat import PrerequisiteError
 
 DEFAULT_MAX_TOKENS = 256
 DTYPES = ("float32", "bfloat16")

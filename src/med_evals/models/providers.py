@@ -7,7 +7,7 @@ The factories import their implementation only when a model is requested, so reg
 costs nothing and needs neither torch nor transformers.
 
 :func:`vllm_server_problem` checks Inspect's own ``vllm/`` provider before a run (every task
-calls it while it is built, :mod:`med_evals.tasks.run_checks`).
+calls it while it is built, :mod:`med_evals.study.checks`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 
 from inspect_ai.model import Model, ModelAPI, ModelName, modelapi
 
-from med_evals._compat import vllm_url_given
+from med_evals.inspect_internals.compat import vllm_url_given
 
 
 @modelapi(name="embedded")

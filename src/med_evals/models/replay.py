@@ -63,8 +63,13 @@ from inspect_ai.model import (
 )
 from inspect_ai.tool import ToolChoice, ToolInfo
 
-from med_evals._compat import InputError, PrerequisiteError, active_model, sample_active
-from med_evals.data import sha256_of
+from med_evals.data.datasets import sha256_of
+from med_evals.inspect_internals.compat import (
+    InputError,
+    PrerequisiteError,
+    active_model,
+    sample_active,
+)
 
 ANY_TASK = "*"
 """Task key of a JSONL record without ``task``: it serves any task."""

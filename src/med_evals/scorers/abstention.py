@@ -3,7 +3,7 @@
 MedREQAL and HealthFC offer NOT ENOUGH INFORMATION beside SUPPORTED and REFUTED; MedEvidence
 offers "uncertain effect" and "insufficient data" (five classes) or "uncertain" (three) beside a
 direction. Each study names its abstaining labels per label set in its spec
-(:attr:`med_evals.spec.Study.abstaining`). Every reply is then one of three things:
+(:attr:`med_evals.study.spec.Study.abstaining`). Every reply is then one of three things:
 
 - **committed**: a label of the label set that is not an abstention (S or R; higher, lower, no
   difference);

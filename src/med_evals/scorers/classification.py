@@ -10,7 +10,7 @@ over which samples a metric is computed:
 - ``*_valid``: only samples whose reply parsed to a label.
 
 The study's **headline** metric lives here too (:func:`headline`): every study's chosen numbers
-under plain names, computed by :meth:`med_evals.spec.Study.headline_values` (the spec's
+under plain names, computed by :meth:`med_evals.study.spec.Study.headline_values` (the spec's
 ``compute``: for the label studies :func:`label_headline`, below), the function the report
 prints and ``med-evals regress`` gates; and :func:`metric_values`, a metric set over values
 read back from a log (the report's and the gate's full metric set).
@@ -28,10 +28,10 @@ import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, metric
 from sklearn.metrics import accuracy_score, confusion_matrix
 
-from med_evals._compat import registry_unqualified_name
+from med_evals.inspect_internals.compat import registry_unqualified_name
 from med_evals.scorers.labels import ERROR, INVALID
 from med_evals.scorers.score_table import code_of, code_table, rows_of, table_of
-from med_evals.spec import Study
+from med_evals.study.spec import Study
 
 Value = Mapping[str, Any]
 

@@ -20,8 +20,8 @@ from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric
 from inspect_ai.solver import TaskState
 from rapidfuzz.distance import LCSseq
 
-from med_evals.batching import loop_batcher
-from med_evals.reference_text import reference_text
+from med_evals.data.reference_text import reference_text
+from med_evals.models.batching import loop_batcher
 from med_evals.scorers.bertscore import (
     BertScoreBatcher,
     BertScoreConfig,
@@ -170,7 +170,7 @@ def generation(
 
     Args:
         reference_key: Sample metadata field holding the reference text: a string, or a
-            record whose ``text`` it is (:mod:`med_evals.reference_text`).
+            record whose ``text`` it is (:mod:`med_evals.data.reference_text`).
         bertscore_model: Hugging Face model id or path; default: the packaged MiniLM encoder.
         bertscore_layers: Layer whose embeddings are compared; default 6 for the packaged
             encoder, ``bert-score``'s tuned layer for other models.

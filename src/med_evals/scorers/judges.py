@@ -6,7 +6,7 @@
 or ``grader_<n>`` (n >= 2) is on the jury, in the order of n; another role whose name starts
 with ``grader`` (``grader2``, ``grader_1``) or a role bound to a list of models is refused
 before the run; any other role a task does not read (``gradr_2``) is refused by the task
-(:func:`med_evals.tasks.run_checks.role_problem`). One grader logs the same score values,
+(:func:`med_evals.study.checks.role_problem`). One grader logs the same score values,
 metric keys and numbers from the same grades as before juries existed (its prompts quote the
 judged text and its grade is read strictly, below, since :data:`JUDGE_VERSION` 2.0.0).
 
@@ -81,10 +81,10 @@ from scipy.stats import binomtest
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
-from med_evals._compat import InputError, active_generate_config
-from med_evals.reference_text import reference_text
+from med_evals.data.reference_text import reference_text
+from med_evals.inspect_internals.compat import InputError, active_generate_config
 from med_evals.solvers.generate import CONTROL_FLOW, GENERATE_ERROR
-from med_evals.stats import proportion_with_intervals
+from med_evals.stats.intervals import proportion_with_intervals
 
 #: The version of the judges' prompts and grade reading (recorded in the tasks' metadata):
 #: 2.0.0 quotes the judged texts and reads only the grader's final answer; 2.1.0 removes the
@@ -835,7 +835,7 @@ def conclusion_agreement(
 
     Args:
         reference_field: Sample metadata key of the reference conclusion: a string, or a
-            record whose ``text`` it is (:mod:`med_evals.reference_text`).
+            record whose ``text`` it is (:mod:`med_evals.data.reference_text`).
         question_field: Sample metadata key of the question (the input text if absent).
         attempts: Judge calls at most per sample and grader before a judge failure.
     """

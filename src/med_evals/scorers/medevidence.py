@@ -48,7 +48,7 @@ from med_evals.scorers.classification import (
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.values import EffectValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.spec import Study
+from med_evals.study.spec import Study
 
 FIVE = LabelSet(
     "effect_direction_5",
@@ -279,7 +279,7 @@ def effect_direction(scheme: str = "five") -> Scorer:
     """Grade the reply as the authors did (lenient parse beside it).
 
     The study's task replaces the metrics declared here with its spec's set for the scheme in
-    use (:func:`effect_metrics` through :meth:`~med_evals.spec.Study.make_scorer`).
+    use (:func:`effect_metrics` through :meth:`~med_evals.study.spec.Study.make_scorer`).
     """
     if scheme not in LABEL_SETS:
         raise ValueError(f"scheme must be one of {', '.join(LABEL_SETS)}, got {scheme!r}")

@@ -43,7 +43,7 @@ import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
-from med_evals.reference_text import REFERENCE, reference_fields
+from med_evals.data.reference_text import REFERENCE, reference_fields
 from med_evals.scorers.abstention import abstention
 from med_evals.scorers.classification import (
     accuracy_all,
@@ -69,7 +69,7 @@ from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.score_table import Table, rows_of
 from med_evals.scorers.values import GenerationScores, VerdictValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.spec import Study
+from med_evals.study.spec import Study
 
 SUPPORTED = "SUPPORTED"
 REFUTED = "REFUTED"
@@ -362,7 +362,7 @@ def verdict(
     ``Score.value`` holds what the metrics need and what must survive epoch reduction:
     ``prediction``, ``target``, ``valid`` (the reply stated one label) and, when the sample's
     reference record (under ``reference_key``, default ``reference``;
-    :mod:`med_evals.reference_text`) has them, ``category`` and ``strength``.
+    :mod:`med_evals.data.reference_text`) has them, ``category`` and ``strength``.
     In a run of several prompt variants the value also holds the sample's ``condition`` (its
     variant), and every metric of the set is computed per condition.
     ``answer`` is the parsed label; ``explanation`` the reply.

@@ -60,8 +60,13 @@ from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.score_table import rows_of, table_of
 from med_evals.scorers.values import OutcomeValue, score_value
 from med_evals.solvers.generate import GENERATE_ERROR
-from med_evals.spec import Study
-from med_evals.stats import proportion_with_intervals, ratio, wald_interval, wilson_interval
+from med_evals.stats.intervals import (
+    proportion_with_intervals,
+    ratio,
+    wald_interval,
+    wilson_interval,
+)
+from med_evals.study.spec import Study
 
 # --- labels and the study's parser -----------------------------------------------------------
 
@@ -469,7 +474,7 @@ def trial_outcome() -> Scorer:
     """Score a POSITIVE / NEGATIVE reply with the study's strict rule (lenient beside it).
 
     The study's task replaces the metrics declared here with its spec's set
-    (:func:`outcome_metrics` through :meth:`~med_evals.spec.Study.make_scorer`)."""
+    (:func:`outcome_metrics` through :meth:`~med_evals.study.spec.Study.make_scorer`)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         error = state.metadata.get(GENERATE_ERROR) or state.output.error

@@ -1,0 +1,1 @@
+"""Solvers: the papers' prompts, verbatim, and the generate step."""

@@ -13,7 +13,7 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.solver import generate as generate_solver
 from inspect_ai.util import LimitExceededError
 
-from med_evals._compat import PrerequisiteError, TerminateSampleError
+from med_evals.inspect_internals.compat import PrerequisiteError, TerminateSampleError
 
 GENERATE_ERROR = "generate_error"
 

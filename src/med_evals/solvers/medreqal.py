@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 
-from med_evals.reference_text import reference_fields
+from med_evals.data.reference_text import reference_fields
 
 CHAT_SYSTEM = (
     "You are an AI assistant helping answer clinical and medical questions based on your best "
@@ -131,7 +131,8 @@ def prompted_samples(
     """The samples with the Table 7 messages for their question as their input.
 
     The question is each sample's input; with ``evidence``, the evidence is the field
-    ``evidence`` of its reference record (:mod:`med_evals.reference_text`; a sample without one is
+    ``evidence`` of its reference record (:mod:`med_evals.data.reference_text`; a sample without one
+    is
     an error). Rendering the messages once, when the dataset is built, gives each sample the
     input a plain Inspect task over these messages would have: no prompt solver, whose span,
     state event and state diff (it replaces the messages) Inspect would otherwise record for

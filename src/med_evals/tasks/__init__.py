@@ -1,21 +1,26 @@
-"""The studies' tasks, one module per study (and the modules they share).
+"""The tasks, one module per study, and the registry of their specs in the papers' order.
 
-:func:`discover` imports every module of this package: each ``@task`` registers with Inspect
-and each study's spec registers itself (:func:`med_evals.spec.register`, directly or through
-:func:`med_evals.tasks.label_study.label_study`), so a new study's module needs no line
-anywhere else (CONTRIBUTING.md, "Add a study").
+Each task module defines its ``@task`` function and its ``SPEC``
+(:class:`~med_evals.study.spec.Study`); this module lists the specs, explicitly and in the
+papers' order (the report's sections follow it), in the one registry
+(:data:`med_evals.study.spec.STUDIES`) that reading runs back (:mod:`med_evals.logs`), the
+report, the gate, subsets and the CLI ask. ``med_evals/__init__.py`` exports the ``@task``
+functions and :mod:`med_evals._registry` registers them with Inspect.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from med_evals.study.spec import STUDIES, Study, register
+from med_evals.tasks.healthfc import SPEC as HEALTHFC
+from med_evals.tasks.medevidence import SPEC as MEDEVIDENCE
+from med_evals.tasks.medreqal import SPEC as MEDREQAL
+from med_evals.tasks.oncology_rct import SPEC as ONCOLOGY_RCT
+
+__all__ = ["HEALTHFC", "MEDEVIDENCE", "MEDREQAL", "ONCOLOGY_RCT", "STUDIES", "Study", "spec"]
+
+register(ONCOLOGY_RCT, MEDEVIDENCE, MEDREQAL, HEALTHFC)
 
 
-def discover() -> list[str]:
-    """Import every module of this package (the package's one import by name: the modules are
-    found on disk, so a new study registers by existing); returns their names."""
-    names = [info.name for info in pkgutil.iter_modules(__path__)]
-    for name in names:
-        importlib.import_module(f"{__name__}.{name}")
-    return names
+def spec(task: str) -> Study:
+    """The study spec of ``task`` (``med_evals/oncology_rct`` or ``oncology_rct``)."""
+    return Study.named(task)

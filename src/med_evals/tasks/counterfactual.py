@@ -29,19 +29,8 @@ from inspect_ai.log import read_eval_log
 from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import system_message
 
-from med_evals.data import DatasetError, resolve_file
-from med_evals.log_files import exists, expand_log_paths, missing
-from med_evals.params import (
-    Choice,
-    Directory,
-    File,
-    Integer,
-    Number,
-    Paths,
-    ShardOf,
-    Text,
-    check_params,
-)
+from med_evals.data.datasets import DatasetError, resolve_file
+from med_evals.logs.files import exists, expand_log_paths, missing
 from med_evals.scorers.judges import (
     GRADER_ROLE,
     JUDGE_VERSION,
@@ -53,10 +42,21 @@ from med_evals.scorers.judges import (
 from med_evals.scorers.oncology_rct import invert_outcome
 from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
-from med_evals.shards import sharded
 from med_evals.solvers.generate import generate_or_record_error
+from med_evals.study.checks import JURY, Roles, before_run
+from med_evals.study.params import (
+    Choice,
+    Directory,
+    File,
+    Integer,
+    Number,
+    Paths,
+    ShardOf,
+    Text,
+    check_params,
+)
+from med_evals.study.shards import sharded
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
-from med_evals.tasks.run_checks import JURY, Roles, before_run
 
 #: Versions of the tasks that build data rather than measure a model (no study spec).
 BUILD_VERSION = "2.0.0"
@@ -140,7 +140,7 @@ def counterfactual_build(
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
         shard: ``i/N``: only shard ``i`` of ``N`` (1-based) of the trials left to build
-            (:mod:`med_evals.shards`); ``export-counterfactuals`` reads the shards' logs
+            (:mod:`med_evals.study.shards`); ``export-counterfactuals`` reads the shards' logs
             together.
         unknown: Any other parameter is refused before the run, naming the closest one.
     """

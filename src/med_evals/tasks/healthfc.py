@@ -19,9 +19,14 @@ import pandas as pd
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 
-from med_evals.data import check_counts, count_summary, fetch, read_csv_checked, resolve_file
-from med_evals.params import Flag, check_params
-from med_evals.reference_text import reference_record
+from med_evals.data.datasets import (
+    check_counts,
+    count_summary,
+    fetch,
+    read_csv_checked,
+    resolve_file,
+)
+from med_evals.data.reference_text import reference_record
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.generation import generation_means
@@ -33,8 +38,9 @@ from med_evals.scorers.medreqal import (
     verdict,
     verdict_metrics,
 )
-from med_evals.shards import sharded
-from med_evals.spec import Study
+from med_evals.study.params import Flag, check_params
+from med_evals.study.shards import sharded
+from med_evals.study.spec import Study
 from med_evals.tasks.medreqal import (
     VERDICT_CONDITIONS,
     VERDICT_HEADLINE,
@@ -72,7 +78,7 @@ def record_to_sample(row: dict[str, Any], index: int, evidence: bool = True) -> 
 
     The claim is the input (not repeated in the metadata). The explanation, the URL and, only
     when the prompt uses them (``evidence``), the evidence sentences are one reference record
-    (:mod:`med_evals.reference_text`): Inspect copies the metadata several times per sample.
+    (:mod:`med_evals.data.reference_text`): Inspect copies the metadata several times per sample.
     """
     fields = {"url": row.get("url", "")}
     if evidence:
@@ -134,7 +140,7 @@ def healthfc(
         metrics: ``headline`` (default: accuracy, macro-F1, valid rate, ROUGE-L and BERTScore
             means) or ``full`` (the scorer's full metric set), as in ``medreqal``.
         shard: ``i/N``: only shard ``i`` of ``N`` (1-based) of the claims selected, as in
-            ``medreqal`` (:mod:`med_evals.shards`).
+            ``medreqal`` (:mod:`med_evals.study.shards`).
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.

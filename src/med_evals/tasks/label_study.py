@@ -3,10 +3,10 @@
 A plain study (items in a CSV, one prompt, a set of labels, a reply read as one of them) is one
 task module: its ``record_to_sample`` beside its loader's columns, one :func:`label_study` call
 and a short ``@task`` that hands its parameters to :meth:`LabelStudy.task`. The call builds,
-and registers in :data:`med_evals.spec.STUDIES`, everything the rest of the package reads a
+and registers in :data:`med_evals.study.spec.STUDIES`, everything the rest of the package reads a
 study by:
 
-- the spec (:class:`~med_evals.spec.Study`): the labels, the parser (:func:`parse_label`
+- the spec (:class:`~med_evals.study.spec.Study`): the labels, the parser (:func:`parse_label`
   unless the study brings its own), the headline (accuracy and macro-F1 over all samples, the
   valid rate: :func:`~med_evals.scorers.classification.label_headline`), the metric set
   (:func:`label_metrics`), the probe its fingerprint is taken on, the data pin;
@@ -35,17 +35,8 @@ from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
-from med_evals.data import check_counts, count_summary, fetch, read_csv_checked
-from med_evals.params import (
-    CATCH_ALL,
-    Check,
-    Choice,
-    Directory,
-    Integer,
-    ShardOf,
-    Text,
-    check_params,
-)
+from med_evals.data.datasets import check_counts, count_summary, fetch, read_csv_checked
+from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_valid,
@@ -59,9 +50,20 @@ from med_evals.scorers.classification import (
 )
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.scorers.reducers import majority_label
-from med_evals.shards import sharded
 from med_evals.solvers.generate import GENERATE_ERROR, generate_or_record_error
-from med_evals.spec import (
+from med_evals.study.checks import before_run
+from med_evals.study.params import (
+    CATCH_ALL,
+    Check,
+    Choice,
+    Directory,
+    Integer,
+    ShardOf,
+    Text,
+    check_params,
+)
+from med_evals.study.shards import sharded
+from med_evals.study.spec import (
     METRIC_SETS,
     PROBE_REPLIES,
     VALID_RATE,
@@ -70,8 +72,6 @@ from med_evals.spec import (
     Study,
     register,
 )
-from med_evals.subsets import load_subset, select
-from med_evals.tasks.run_checks import before_run
 
 #: the headline of a plain label study: accuracy and macro-F1 over all samples (a reply with
 #: no label is wrong: a miss for its gold label), then the valid rate
@@ -241,7 +241,8 @@ def label_study(
         task: The task's name (``inspect eval med_evals/<task>``), the ``@task`` function's.
         title: The study as the report names it (authors and year).
         version: The task's version, for Inspect and for people (the gate compares behaviour).
-        fingerprint: The recorded fingerprint of its behaviour (``python -m med_evals.studies``
+        fingerprint: The recorded fingerprint of its behaviour (``python -m
+        med_evals.tasks``
             prints it; tests/test_studies.py compares).
         labels: The labels, in the order of confusion matrices and macro-F1.
         prompt: The user message: ``{input}`` is the sample's input, ``{field}`` any of its
@@ -256,7 +257,7 @@ def label_study(
         config: Generation settings (default: temperature 0).
         parser: The reply parser (default :func:`parse_label` over ``labels``).
         params: The task's own parameters and their checks, beside ``data_dir``, ``subset``,
-            ``epochs``, ``metrics`` and ``shard`` (``i/N``: :mod:`med_evals.shards`).
+            ``epochs``, ``metrics`` and ``shard`` (``i/N``: :mod:`med_evals.study.shards`).
         paper: The paper, for the log.
     """
     label_set = LabelSet(task, tuple(labels))

@@ -24,8 +24,8 @@ from inspect_ai import Epochs, Task, task
 from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
-from med_evals.data import DatasetError, fetch, read_csv_checked
-from med_evals.params import Choice, Directory, ParamError, ShardOf, Text, check_params
+from med_evals.data.datasets import DatasetError, fetch, read_csv_checked
+from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medevidence import (
     ABSTAINING,
@@ -40,12 +40,12 @@ from med_evals.scorers.medevidence import (
     parse_effect,
 )
 from med_evals.scorers.reducers import majority_label
-from med_evals.shards import sharded
 from med_evals.solvers import medevidence as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
-from med_evals.subsets import load_subset, select
-from med_evals.tasks.run_checks import before_run
+from med_evals.study.checks import before_run
+from med_evals.study.params import Choice, Directory, ParamError, ShardOf, Text, check_params
+from med_evals.study.shards import sharded
+from med_evals.study.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
 
 DATASET = "medevidence"
 FILE_250 = "manual_250-abstract.jsonl"
@@ -226,7 +226,8 @@ def medevidence(
         data_dir: Local data directory (default ``$MED_EVALS_DATA_DIR``; else downloaded at the
             pinned commit).
         subset: A stored subset of the 250 questions (``smoke``: 20, ``ci``: 100; stratified
-            by gold answer; ``med_evals/manifests/subsets/medevidence-<name>.yaml``). Default: all.
+            by gold answer; ``med_evals/data/manifests/subsets/medevidence-<name>.yaml``). Default:
+            all.
         metrics: ``headline`` (default): the log's metrics are the headline per condition
             (accuracy and macro-F1 (ours) over all questions, valid rate), so the viewer and the
             console fit a screen; ``full``: also the numbers over valid replies, label counts,
@@ -234,7 +235,7 @@ def medevidence(
             lenient reading. ``med-evals report`` shows all of them from either log.
         shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the questions selected by
             the other parameters, every condition of a question in the same shard (round-robin
-            by question: :mod:`med_evals.shards`); the shards' logs read back as one run.
+            by question: :mod:`med_evals.study.shards`); the shards' logs read back as one run.
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     Defaults as in the authors' code: temperature 0, at most 4,096 output tokens. Replies are

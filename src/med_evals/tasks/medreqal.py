@@ -24,21 +24,10 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer
 
-from med_evals.builders.hf import SOURCES, medreqal_file, published_after_rows
-from med_evals.data import check_counts, count_summary, fetch, read_csv_checked, row_error
-from med_evals.params import (
-    Check,
-    Choice,
-    Directory,
-    File,
-    Flag,
-    Integer,
-    IsoDate,
-    ShardOf,
-    Text,
-    check_params,
-)
-from med_evals.reference_text import REFERENCE, reference_record, reference_text
+from med_evals.data.datasets import check_counts, count_summary, fetch, read_csv_checked, row_error
+from med_evals.data.hf import SOURCES, medreqal_file, published_after_rows
+from med_evals.data.reference_text import REFERENCE, reference_record, reference_text
+from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.generation import generation_means
@@ -54,7 +43,6 @@ from med_evals.scorers.medreqal import (
     verdict_value,
 )
 from med_evals.scorers.reducers import majority_label
-from med_evals.shards import sharded
 from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.medreqal import (
     GROUPS,
@@ -63,7 +51,21 @@ from med_evals.solvers.medreqal import (
     variant_samples,
     variants,
 )
-from med_evals.spec import (
+from med_evals.study.checks import JURY, Roles, before_run
+from med_evals.study.params import (
+    Check,
+    Choice,
+    Directory,
+    File,
+    Flag,
+    Integer,
+    IsoDate,
+    ShardOf,
+    Text,
+    check_params,
+)
+from med_evals.study.shards import sharded
+from med_evals.study.spec import (
     METRIC_SETS,
     PROBE_REPLIES,
     VALID_RATE,
@@ -71,8 +73,6 @@ from med_evals.spec import (
     Probe,
     Study,
 )
-from med_evals.subsets import load_subset, select
-from med_evals.tasks.run_checks import JURY, Roles, before_run
 
 #: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
 PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
@@ -96,7 +96,8 @@ NO_JUDGE = Roles(hint=f"-T judge=true adds the agreement judge, which reads {JUR
 
 
 def verdict_params() -> dict[str, Check]:
-    """The checks of the parameters MedREQAL and HealthFC share (see :mod:`med_evals.params`)."""
+    """The checks of the parameters MedREQAL and HealthFC share (see
+    :mod:`med_evals.study.params`)."""
     return {
         "prompt": Choice(values=tuple(PAPER_MODELS), groups=tuple(GROUPS), many=True),
         "data_dir": Directory(),
@@ -231,7 +232,7 @@ def _probe_values(label_set: str | None = None) -> list[dict[str, Any]]:
     return values
 
 
-#: The behaviour probe of both verdict studies (:class:`~med_evals.spec.Probe`).
+#: The behaviour probe of both verdict studies (:class:`~med_evals.study.spec.Probe`).
 VERDICT_PROBE = Probe(prompts=_probe_inputs, replies=PROBE_REPLIES, values=_probe_values)
 
 
@@ -277,7 +278,8 @@ def read_medreqal(path: Path) -> pd.DataFrame:
 def record_to_sample(row: dict[str, Any], index: int) -> Sample:
     """One MedREQAL question: the model sees only the question (the input; not repeated in the
     metadata, which Inspect copies and shortens several times per sample). The review's
-    conclusion, category and strength are one reference record (:mod:`med_evals.reference_text`)."""
+    conclusion, category and strength are one reference record
+    (:mod:`med_evals.data.reference_text`)."""
     return Sample(
         id=f"medreqal-{index + 1}",
         input=row["question"],
@@ -346,7 +348,7 @@ def medreqal(
         bertscore: False skips BERTScore (ROUGE-L only; no encoder is loaded).
         judge: Add the LLM judge of agreement with the review's conclusion (agrees / partly
             agrees / contradicts); bind the grader with ``--model-role grader=<model>``.
-        subset: A stored subset (``med_evals/manifests/subsets/medreqal-<name>.yaml``,
+        subset: A stored subset (``med_evals/data/manifests/subsets/medreqal-<name>.yaml``,
             stratified by label and category; draw one with ``med-evals subset make medreqal
             <name> --size N``).
         epochs: Replies per question (default 1, as in the paper); labels are reduced by
@@ -362,7 +364,7 @@ def medreqal(
             counts, confusion cells, strata by category and strength, generation counts and
             evidence mentions. ``med-evals report`` shows all of them from either log.
         shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the questions selected by
-            the other parameters (round-robin: :mod:`med_evals.shards`); the shards' logs read
+            the other parameters (round-robin: :mod:`med_evals.study.shards`); the shards' logs read
             back as one run. Default: all.
         unknown: Any other parameter is refused before the run, naming the closest one.
 

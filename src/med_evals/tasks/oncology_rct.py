@@ -19,7 +19,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig, get_model
 from inspect_ai.solver import Solver, generate, system_message
 
-from med_evals.data import (
+from med_evals.data.datasets import (
     DatasetError,
     DatasetFile,
     check_counts,
@@ -28,18 +28,7 @@ from med_evals.data import (
     read_csv_checked,
     resolve_file,
 )
-from med_evals.params import (
-    Choice,
-    Directory,
-    File,
-    Integer,
-    IsoDate,
-    Pairs,
-    ParamError,
-    ShardOf,
-    Text,
-    check_params,
-)
+from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.oncology_rct import (
     DEFAULT_FLIP_PAIRS,
     TRIAL_OUTCOME,
@@ -51,11 +40,23 @@ from med_evals.scorers.oncology_rct import (
     trial_outcome,
 )
 from med_evals.scorers.reducers import majority_label
-from med_evals.shards import sharded
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
-from med_evals.subsets import load_subset, select
+from med_evals.study.checks import before_run
+from med_evals.study.params import (
+    Choice,
+    Directory,
+    File,
+    Integer,
+    IsoDate,
+    Pairs,
+    ParamError,
+    ShardOf,
+    Text,
+    check_params,
+)
+from med_evals.study.shards import sharded
+from med_evals.study.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
 from med_evals.tasks.oncology_conditions import (
     CONDITIONS,
     GROUPS,
@@ -64,7 +65,6 @@ from med_evals.tasks.oncology_conditions import (
     resolve_conditions,
 )
 from med_evals.tasks.oncology_controls import Controls, make_controls, parse_trial_date
-from med_evals.tasks.run_checks import before_run
 
 DATASET = "oncology-rct-250-counterfactual"
 FILE = "trials.csv"
@@ -307,7 +307,7 @@ def oncology_rct(
         trials_file: Use this CSV (trials.csv schema) instead of the study's file, e.g. the
             output of ``counterfactual_build``; its sha256 is recorded in the log.
         subset: A stored subset of trials (``smoke``: 20, ``ci``: 100; stratified by label;
-            ``med_evals/manifests/subsets/oncology_rct-<name>.yaml``). Default: all trials.
+            ``med_evals/data/manifests/subsets/oncology_rct-<name>.yaml``). Default: all trials.
         provider_errors: ``score`` (default, as the study): a provider failure left after
             Inspect's retries is scored ERROR and counted apart; ``raise``: Inspect's own
             behaviour (the sample errors; retry with ``inspect eval-retry``).
@@ -322,7 +322,8 @@ def oncology_rct(
             title is scored against the inverted label). Recorded in the log's metadata.
         shard: ``i/N``: run only shard ``i`` of ``N`` (1-based) of the trials selected by the
             other parameters, every condition of a trial in the same shard (round-robin by
-            trial: :mod:`med_evals.shards`); the shards' logs read back as one run. Default: all.
+            trial: :mod:`med_evals.study.shards`); the shards' logs read back as one run. Default:
+            all.
         unknown: Any other parameter is refused before the run, naming the closest one.
 
     Defaults as the study sent them: at most 500 output tokens; temperature 0 to OpenAI, Google

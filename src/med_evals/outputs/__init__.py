@@ -1,0 +1,1 @@
+"""What a command writes: files written whole, text escaped for where it goes."""

@@ -1,6 +1,0 @@
-"""Reports over our tasks' logs: ``med-evals report``."""
-
-from med_evals.report.build import N_BOOT, ReportResult, build_report
-from med_evals.run_labels import ReportError
-
-__all__ = ["N_BOOT", "ReportError", "ReportResult", "build_report"]

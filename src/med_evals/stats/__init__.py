@@ -1,0 +1,1 @@
+"""Statistics over per-sample values: intervals, paired tests, power, trivial baselines, ranking."""

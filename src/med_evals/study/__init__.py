@@ -1,0 +1,1 @@
+"""What a study is: the spec type, its task parameters, shards and pre-run checks."""
