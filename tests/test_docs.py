@@ -50,3 +50,23 @@ def test_the_studies_command_prints_the_registry(capsys):
            "choice of denominator)" in out
     assert main(["studies", "medreqall"]) == 2
     assert "medreqall: not a study" in capsys.readouterr().err
+
+
+def test_the_studies_command_prints_each_fingerprint_and_fails_on_a_changed_one(capsys,
+                                                                                monkeypatch):
+    import dataclasses
+
+    from med_evals.study.fingerprint import fingerprint
+
+    assert main(["studies", "--fingerprints"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == list(STUDIES)
+    onc = STUDIES["oncology_rct"]
+    assert lines[0] == (f"oncology_rct   version {onc.version:8} fingerprint "
+                        f"{onc.fingerprint_recorded}")
+    # a study whose code does something else than its recorded fingerprint says: exit 1
+    changed = dataclasses.replace(onc, fingerprint_recorded="0" * 16)
+    monkeypatch.setitem(STUDIES, "oncology_rct", changed)
+    assert main(["studies", "oncology_rct", "--fingerprints"]) == 1
+    assert capsys.readouterr().out.strip().endswith(
+        f"fingerprint {fingerprint(onc)}  (recorded: {'0' * 16})")

@@ -236,6 +236,17 @@ def _studies(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in STUDIES]
     if unknown:
         raise CommandError(f"{unknown[0]}: not a study (studies: {', '.join(STUDIES)})")
+    if args.fingerprints:
+        from med_evals.study.fingerprint import fingerprint
+
+        changed = 0
+        for name in names:
+            study, now = STUDIES[name], fingerprint(STUDIES[name])
+            changed += now != study.fingerprint_recorded
+            print(f"{name:14} version {study.version:8} fingerprint {now}"
+                  + ("" if now == study.fingerprint_recorded
+                     else f"  (recorded: {study.fingerprint_recorded or 'none'})"))
+        return 1 if changed else 0
     found = [catalogue(STUDIES[n]) for n in names]
     if args.json:
         print(json.dumps(found, indent=1))
@@ -521,6 +532,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("tasks", nargs="*", help="studies to show (default: all)")
     p.add_argument("--json", action="store_true", help="print one JSON list instead")
+    p.add_argument(
+        "--fingerprints", action="store_true",
+        help="print each study's version and the fingerprint of what its code does now, beside "
+        "the recorded one (record it with a bumped version: CONTRIBUTING.md)",
+    )
     p.set_defaults(func=_studies)
 
     p = sub.add_parser("subset", help="named, versioned, stratified subsets of a task's data")
