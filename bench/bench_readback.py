@@ -5,11 +5,19 @@ Makes the log once (``--log-dir``, kept between calls): ``med_evals/medreqal`` o
 file in MedREQAL's exact schema (bench/synthetic.py, the paper's label proportions) with an
 instant mock model whose replies are realistic in length, BERTScore off (generation scoring is
 not what is read back). Then each command runs in its own process, ``--repeat`` times, and the
-bench prints its median wall time and its largest peak resident set size (the child's
-``ru_maxrss``). Only the command line is used, so the same bench measures the code before and
-after a refactoring.
+bench prints its median wall time, its median CPU time (user + system, the child's: less
+sensitive to other processes on a shared machine) and its largest peak resident set size (the
+child's ``ru_maxrss``). Only the command line is used, so the same bench measures the code
+before and after a refactoring.
 
     python bench/bench_readback.py [--n 10000] [--log-dir /tmp/med_evals_readback] [--repeat 3]
+        [--readers]
+
+``--readers`` also times the readers alone over the same log, each in its own process: ours
+(``med_evals.logs.runs.load_all``: the header, then the samples a chunk at a time) and
+Inspect's data frames (``inspect_ai.analysis.evals_df`` and ``samples_df`` with their default
+columns: the header and the sample summaries, which hold no reply, no message sent and no model
+call), the figures behind what ``med_evals.logs.runs`` reads through Inspect and what not.
 """
 
 from __future__ import annotations
@@ -48,8 +56,19 @@ import resource, subprocess, sys, time
 start = time.perf_counter()
 rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode
 wall = time.perf_counter() - start
-print(rc, wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(rc, wall, use.ru_utime + use.ru_stime, use.ru_maxrss)
 """
+
+
+#: --readers: each reader alone over the log (its path the first argument)
+READERS = {
+    "reader": "import sys\nfrom med_evals.logs.runs import load_all\n"
+                         "assert load_all(sys.argv[1:]).runs",
+    "evals_df + samples_df": "import sys\nfrom inspect_ai.analysis import evals_df, samples_df\n"
+                             "evals_df(sys.argv[1], quiet=True)\n"
+                             "assert len(samples_df(sys.argv[1], quiet=True))",
+}
 
 
 def make_log(n: int, log_dir: Path) -> Path:
@@ -71,18 +90,21 @@ def make_log(n: int, log_dir: Path) -> Path:
     return sorted(log_dir.glob("*.eval"))[-1]
 
 
-def measure(command: list[str], repeat: int) -> tuple[float, float]:
-    """Median wall seconds and the largest peak RSS (MB) of ``command`` over ``repeat`` runs."""
-    walls, peaks = [], []
+def measure(command: list[str], repeat: int) -> tuple[float, float, float]:
+    """Median wall seconds, median CPU seconds (user + system: less sensitive than wall time to
+    other processes on a shared machine) and the largest peak RSS (MB) of ``command`` over
+    ``repeat`` runs."""
+    walls, cpus, peaks = [], [], []
     for _ in range(repeat):
         out = subprocess.run([sys.executable, "-c", MEASURE, *command], capture_output=True,
                              text=True, check=True)
-        rc, wall, rss = out.stdout.split()
+        rc, wall, cpu, rss = out.stdout.split()
         if rc not in ("0", "1"):  # report 0; regress 0 or 1 (a pass or a regression)
             sys.exit(f"{' '.join(command)}: exit {rc}\n{out.stderr[-2000:]}")
         walls.append(float(wall))
+        cpus.append(float(cpu))
         peaks.append(int(rss) / 1024)
-    return statistics.median(walls), max(peaks)
+    return statistics.median(walls), statistics.median(cpus), max(peaks)
 
 
 def main() -> None:
@@ -90,6 +112,8 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=10_000)
     ap.add_argument("--log-dir", default=str(Path(tempfile.gettempdir()) / "med_evals_readback"))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--readers", action="store_true",
+                    help="also time our reader and inspect_ai.analysis's frames alone")
     args = ap.parse_args()
     log_dir = Path(args.log_dir) / str(args.n)
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -109,8 +133,16 @@ def main() -> None:
         ("baseline", [*cli, "baseline", str(log), "-o", str(work / "b2.json")]),
         ("regress", [*cli, "regress", "--baseline", str(baseline), str(log)]),
     ):
-        wall, peak = measure(command, args.repeat)
-        print(f"{name:9} {wall:6.2f} s (median of {args.repeat})  peak RSS {peak:7.1f} MB")
+        print(line(name, *measure(command, args.repeat), args.repeat))
+    if args.readers:
+        for name, code in READERS.items():
+            print(line(name, *measure([sys.executable, "-c", code, str(log)], args.repeat),
+                       args.repeat))
+
+
+def line(name: str, wall: float, cpu: float, peak: float, repeat: int) -> str:
+    return (f"{name:22} {wall:6.2f} s (median of {repeat}), CPU {cpu:6.2f} s  peak RSS "
+            f"{peak:7.1f} MB")
 
 
 if __name__ == "__main__":

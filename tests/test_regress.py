@@ -609,16 +609,12 @@ def test_a_log_whose_samples_cannot_be_read_stops_the_gate(runs, tmp_path, capsy
     assert "the report shows 1 run; 1 study run(s) could not be shown" in md
 
     # a store that drops between the header and the samples: the same, from the same code
-    import med_evals.logs.runs as logs_module
+    import med_evals.logs.files as files_module
 
-    real = logs_module.read_eval_log
+    def dropping(path, keys, **kw):
+        raise ConnectionError("Connection was closed before we received a valid response")
 
-    def dropping(path, header_only=False, **kw):
-        if not header_only:
-            raise ConnectionError("Connection was closed before we received a valid response")
-        return real(path, header_only=header_only, **kw)
-
-    monkeypatch.setattr(logs_module, "read_eval_log", dropping)
+    monkeypatch.setattr(files_module, "read_eval_log_samples_by_id", dropping)
     assert cli_main(["regress", *NB, "--baseline", str(good), str(runs["same"])]) == 2
     assert capsys.readouterr().err == (
         f"med-evals regress: error: {log}: unreadable log (Connection was closed before we "

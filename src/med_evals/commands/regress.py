@@ -56,6 +56,8 @@ from med_evals.logs.runs import (
     LogSkipped,
     LogUnreadable,
     Run,
+    changed_messages,
+    listed,
     load_selected_run,
     merge_shards,
     select_logs,
@@ -154,9 +156,11 @@ def make_baseline(
                 "setup": r.setup,
                 "metrics": r.metrics,
                 "samples": r.values,
-                # each sample's input digest: the gate finds a changed prompt from them
+                # each sample's input digest, and a digest of each message it sent the model
+                # (med_evals.logs.runs.sent_messages): the gate finds a changed prompt from them
                 "inputs": {sid: t["input_sha"] for sid, t in r.samples.items()
                            if t.get("input_sha")},
+                "sent": {sid: t["sent"] for sid, t in r.samples.items() if "sent" in t},
                 "partial": r.partial,
                 "usage": usage_record(r.usage(prices)),
                 "paid": _paid_record(r, prices),
@@ -329,25 +333,48 @@ def compare_run(
 
 
 def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
-    """``prompt: the input sent differs on 6 of 6 shared samples of condition title_abstract``
-    for each condition where a shared sample's input (every message sent:
-    :func:`med_evals.logs.runs.input_digest`) differs between the baseline and the new run: a
-    changed prompt (or item text) makes the numbers incomparable. Nothing when the baseline
-    recorded no inputs (recorded before they were)."""
+    """``prompt: the input sent differs on 6 of 6 shared samples of condition doi_only (e.g.
+    doi_only-017): the system message`` for each condition where a shared sample was sent
+    another prompt in the new run than in the baseline: its input differs
+    (:func:`~med_evals.logs.runs.input_digest`: the item's text), or a message it sent the
+    model under test, whatever added it (:func:`~med_evals.logs.runs.sent_messages`: a system
+    message, a template), named after the colon
+    (:func:`~med_evals.logs.runs.changed_messages`). A changed prompt makes the numbers
+    incomparable. What the baseline did not record is not compared: its inputs or its messages
+    sent (a baseline recorded before they were: :func:`unrecorded_prompt` names them)."""
     inputs = base.get("inputs")
-    if not isinstance(inputs, Mapping):
+    inputs = inputs if isinstance(inputs, Mapping) else {}
+    sent = base.get("sent")
+    sent = sent if isinstance(sent, Mapping) else {}
+    if not inputs and not sent:
         return []
     out = []
     new_groups = _groups(run.values)
     for cond, samples in sorted(_groups(base["samples"]).items()):
-        shared = [sid for sid in samples if sid in new_groups.get(cond, {}) and sid in inputs]
-        differ = [sid for sid in shared
-                  if inputs[sid] != (run.samples.get(sid) or {}).get("input_sha")]
+        shared = [sid for sid in samples if sid in new_groups.get(cond, {})
+                  and (sid in inputs or sid in sent)]
+        differ: list[str] = []
+        which: dict[str, None] = {}
+        for sid in shared:
+            new = run.samples.get(sid) or {}
+            changed = changed_messages(sent[sid], new.get("sent") or []) if sid in sent else []
+            if changed or (sid in inputs and inputs[sid] != new.get("input_sha")):
+                differ.append(sid)
+                which.update(dict.fromkeys(changed))
         if differ:
             where = f" of condition {cond}" if cond else ""
+            named = f": {listed(list(which))}" if which else ""
             out.append(f"prompt: the input sent differs on {len(differ)} of {len(shared)} "
-                       f"shared samples{where} (e.g. {differ[0]})")
+                       f"shared samples{where} (e.g. {differ[0]}){named}")
     return out
+
+
+def unrecorded_prompt(base: Mapping[str, Any]) -> list[str]:
+    """``messages sent`` where a baseline run recorded no digest of the messages its samples
+    sent (recorded before the gate compared them), and ``inputs`` where it recorded no input
+    digest either: not compared (:func:`prompt_changes`), named in the gate's note."""
+    out = [] if isinstance(base.get("sent"), Mapping) else ["messages sent"]
+    return out + ([] if isinstance(base.get("inputs"), Mapping) else ["inputs"])
 
 
 def missing_samples(base: Mapping[str, Any], run: Run) -> str:
@@ -549,7 +576,8 @@ def regress(
         if i not in compared and (b["task"], b["model"]) not in accounted
     ]
     unrecorded = sorted({f for i, j in matching.pairs.items()
-                         for f in not_recorded(baseline["runs"][j]["setup"], runs[i].setup)})
+                         for f in [*not_recorded(baseline["runs"][j]["setup"], runs[i].setup),
+                                   *unrecorded_prompt(baseline["runs"][j])]})
     if unrecorded:
         notes.append(f"the baseline (format {baseline.get('format')}) did not record "
                      f"{', '.join(unrecorded)}: not compared (record a new baseline to gate "

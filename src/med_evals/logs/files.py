@@ -8,22 +8,45 @@ A log path is anything Inspect's own log functions take (``list_eval_logs``,
 :mod:`pathlib`, and a log's write time comes from that listing; a location that cannot be
 listed (no connection, refused credentials) is a :class:`LogPathError` naming it.
 
+**Reading within bounds** (:func:`read_header`, :func:`read_samples`): a log is read through
+Inspect's own functions (``read_eval_log(header_only=True)``, ``read_eval_log_samples_by_id``),
+one record at a time where its format allows. An ``.eval`` log is a zip of records (its header,
+its reductions, one record per sample and epoch): each record is read only when the zip's
+directory says it holds at most :func:`read_limit` bytes, and samples are read
+:data:`SAMPLE_CHUNK` at a time and let go, so a reader holds what it keeps of each sample, never
+the whole log. A ``.json`` log is one record (Inspect parses it whole): it is read only when the
+file holds at most :func:`read_limit` bytes. A record over the limit is a :class:`LogTooLarge`
+naming the log, the record and the limit (``MED_EVALS_READ_LIMIT_MB`` sets it), never a silent
+drop.
+
 Kept apart from :mod:`med_evals.logs.runs` (which reads runs of the studies) so that a task-side
 tool (:mod:`med_evals.commands.export_counterfactuals`) can list logs without importing the studies.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
-from inspect_ai.log import EvalLogInfo, list_eval_logs
+from inspect_ai.log import (
+    EvalLog,
+    EvalLogInfo,
+    EvalSample,
+    list_eval_logs,
+    read_eval_log,
+    read_eval_log_samples_by_id,
+)
 
 
 class LogPathError(ValueError):
@@ -199,3 +222,180 @@ def _one_line(ex: BaseException) -> str:
 def _local(name: str) -> str:
     parsed = urlparse(name)
     return url2pathname(parsed.path) if parsed.scheme == "file" else name
+
+
+# --- reading a log within bounds ----------------------------------------------------------
+
+#: the most megabytes (10**6 bytes) of one record read into memory at once, by default
+READ_LIMIT_MB = 256
+#: the environment variable that sets it (``MED_EVALS_READ_LIMIT_MB=2000``)
+READ_LIMIT_ENV = "MED_EVALS_READ_LIMIT_MB"
+#: sample records read together (one ``read_eval_log_samples_by_id`` call: the zip's directory
+#: parsed once per chunk); what a reader holds at once of a log's samples
+SAMPLE_CHUNK = 500
+#: the records of an ``.eval`` log that no reader here reads (Inspect's sample summaries)
+_SUMMARIES = ("summaries.json", "_journal/summaries/")
+_SAMPLES = "samples/"
+_HEADER, _REDUCTIONS = "header.json", "reductions.json"
+
+
+class LogTooLarge(ValueError):
+    """A log record (an ``.eval`` log's header, reductions or one sample; a whole ``.json``
+    log) larger than :func:`read_limit`: not read."""
+
+
+def read_limit() -> int:
+    """The most bytes of one record read at once: ``MED_EVALS_READ_LIMIT_MB`` megabytes, else
+    :data:`READ_LIMIT_MB`. A value that is not a positive number is a :class:`LogPathError`
+    naming it (no log is read under a limit nobody meant)."""
+    text = os.environ.get(READ_LIMIT_ENV, "").strip()
+    if not text:
+        return READ_LIMIT_MB * 10**6
+    try:
+        mb = float(text)
+    except ValueError:
+        mb = math.nan
+    if not mb > 0 or math.isinf(mb):
+        raise LogPathError(f"{READ_LIMIT_ENV}={text}: expected a number of megabytes above 0")
+    return int(mb * 10**6)
+
+
+def _is_eval(path: str | Path) -> bool:
+    """Whether a log path names an ``.eval`` log (a zip of records), as Inspect tells the two
+    formats apart: by the name's ending."""
+    return log_name(path).endswith(".eval")
+
+
+#: what :func:`_too_large` names a ``.json`` log as (the log is its one record)
+_JSON_RECORD = "this .json log (Inspect reads one whole)"
+
+
+def _too_large(record: str, size: int, limit: int) -> LogTooLarge:
+    need = math.ceil(size / 10**6) + 1
+    convert = ("; or convert it: inspect log convert --to eval --output-dir <folder> <log>"
+               if record == _JSON_RECORD else "")
+    return LogTooLarge(
+        f"{record} holds {size / 10**6:,.1f} MB, more than the {limit / 10**6:,.0f} MB read at "
+        f"once ({READ_LIMIT_ENV}={need} reads it{convert})")
+
+
+def _members(path: str) -> dict[str, zipfile.ZipInfo]:
+    """An ``.eval`` log's records by name, from the zip's central directory (read through
+    fsspec, the layer under Inspect's file functions: a remote log's directory by ranged reads);
+    a record logged twice (a requeued sample) by its last entry, as Inspect reads it."""
+    import fsspec  # type: ignore[import-untyped]
+
+    with fsspec.open(path, "rb") as f, zipfile.ZipFile(f) as z:
+        return {i.filename: i for i in z.infolist()}
+
+
+def _check(members: Mapping[str, zipfile.ZipInfo], names: Iterable[str], limit: int) -> None:
+    for name in names:
+        info = members[name]
+        if info.file_size > limit:
+            raise _too_large(name, info.file_size, limit)
+
+
+def _size(path: str) -> int:
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(path)
+    return int(fs.size(root) or 0)
+
+
+def read_header(path: str, limit: int | None = None) -> EvalLog:
+    """A log's header (Inspect's ``read_eval_log(header_only=True)``: its settings, results and
+    reductions), read only when each record it reads holds at most ``limit`` bytes (default
+    :func:`read_limit`): :class:`LogTooLarge` otherwise."""
+    limit = read_limit() if limit is None else limit
+    if _is_eval(path):
+        members = _members(path)
+        _check(members, _header_records(members), limit)
+    elif (size := _size(path)) > limit:
+        raise _too_large(_JSON_RECORD, size, limit)
+    return read_eval_log(path, header_only=True)
+
+
+def _header_records(members: Mapping[str, zipfile.ZipInfo]) -> list[str]:
+    """The records Inspect reads for an ``.eval`` log's header: ``header.json`` and
+    ``reductions.json`` of a finished log; of one without a header (a run still going, or
+    killed), its journal (``_journal/start.json``, config updates) but the sample summaries."""
+    if _HEADER in members:
+        return [n for n in (_HEADER, _REDUCTIONS) if n in members]
+    return [n for n in members if not n.startswith((_SAMPLES, *_SUMMARIES))]
+
+
+def _is_sample(name: str) -> bool:
+    return name.startswith(_SAMPLES) and name.endswith(".json")
+
+
+def sample_keys(members: Iterable[str], header: EvalLog) -> list[tuple[str | int, int]]:
+    """(sample id, epoch) of each sample record among an ``.eval`` log's record names, in the
+    order Inspect's ``read_eval_log`` gives its samples (epoch, then id: numbers by value); an id
+    as the header's dataset lists it (a number stays a number; a header without the list, from
+    an older Inspect: an id of digits is taken for a number)."""
+    ids = {str(i): i for i in (header.eval.dataset.sample_ids or [])}
+    keys: list[tuple[str | int, int]] = []
+    for name in filter(_is_sample, members):
+        sid, _, epoch = name[len(_SAMPLES):-len(".json")].rpartition("_epoch_")
+        if sid and epoch.isdigit():
+            typed = ids.get(sid, int(sid) if not ids and sid.isdigit() else sid)
+            keys.append((typed, int(epoch)))
+    keys.sort(key=lambda k: (k[1], k[0] if isinstance(k[0], str) else str(k[0]).zfill(20)))
+    return keys
+
+
+@contextmanager
+def _local_copy(path: str) -> Iterator[str]:
+    """A local path to read ``path`` from: itself, or for a remote log a temporary copy
+    (Inspect reads a remote log whole the same way, from a download, rather than by many
+    ranged reads), removed afterwards."""
+    if not is_remote(path):
+        yield path
+        return
+    import fsspec
+
+    fd, temp = tempfile.mkstemp(suffix=".eval", prefix="med-evals-log-")
+    try:
+        with os.fdopen(fd, "wb") as out, fsspec.open(path, "rb") as f:
+            shutil.copyfileobj(f, out, 8 * 2**20)
+        yield temp
+    finally:
+        os.unlink(temp)
+
+
+def read_samples(path: str, header: EvalLog, limit: int | None = None,
+                 chunk: int = SAMPLE_CHUNK) -> Iterator[EvalSample]:
+    """Every sample record of a log (each epoch's), in Inspect's order, as Inspect's
+    ``read_eval_log`` gives them (attachments not resolved: :func:`attachment_text`): an
+    ``.eval`` log's records ``chunk`` at a time through Inspect's
+    ``read_eval_log_samples_by_id``, each only when it holds at most ``limit`` bytes (default
+    :func:`read_limit`); a ``.json`` log read whole (Inspect has no other way), only when the
+    file holds at most ``limit`` bytes. :class:`LogTooLarge` before any sample is read when one
+    record is over the limit."""
+    limit = read_limit() if limit is None else limit
+    if not _is_eval(path):
+        if (size := _size(path)) > limit:
+            raise _too_large(_JSON_RECORD, size, limit)
+        yield from read_eval_log(path).samples or []
+        return
+    members = _members(path)
+    _check(members, filter(_is_sample, members), limit)
+    keys = sample_keys(members, header)
+    with _local_copy(path) as local:
+        for start in range(0, len(keys), chunk):
+            yield from read_eval_log_samples_by_id(local, keys[start:start + chunk])
+
+
+#: how a log refers to a text it stores once among a sample's ``attachments``
+ATTACHMENT = "attachment://"
+
+
+def attachment_text(text: str, attachments: Mapping[str, str]) -> str:
+    """A text of a sample record as it was sent: the attachment it refers to where Inspect stored
+    it once (``attachment://<hash>``: a long message, repeated across a sample's events), else
+    itself. Resolving only the texts a reader needs: Inspect's ``resolve_attachments`` walks the
+    whole sample, 100 of the 230 s of reading 10,000 samples (profiled, bench_readback's log)."""
+    if text.startswith(ATTACHMENT):
+        return attachments.get(text[len(ATTACHMENT):], text)
+    return text

@@ -10,37 +10,72 @@ alike): one per eval. A run killed and resumed with ``inspect eval-retry`` leave
 (status ``started``), possibly Inspect's ``<name>-recovered.eval`` (status ``error``) and the
 finished log of the retry, all with the eval's ``task_id``; the finished log (status
 ``success``, the newest if several) is read and the others are named as ignored. An eval with no
-finished log is *unfinished*."""
+finished log is *unfinished*.
+
+How a log is read, through Inspect's own functions: listed by ``list_eval_logs``, its header by
+``read_eval_log(header_only=True)`` (the reductions come with it), its samples a chunk at a time
+by ``read_eval_log_samples_by_id``, each within the read limit
+(:mod:`med_evals.logs.files`); what a run keeps of each sample (:class:`_Kept`) is taken as it
+comes, and the sample is let go. Not through ``inspect_ai.analysis``, where it does not give
+the same values or costs more (issue 42, figures from ``python bench/bench_readback.py
+--readers`` on its 10,000-sample log):
+
+- ``samples_df`` reads the sample summaries: their score values are ours once parsed from the
+  JSON text it gives, but a summary holds no reply, no message sent and no model call, and
+  thins metadata (strings over 1,000 characters shortened, whitespace collapsed); every
+  command needs those (the report's per-sample differences, the gate's digests, tokens per
+  call), so the samples are read all the same, and ``samples_df`` alone took READERS_SDF
+  beside READERS_OURS for this whole reader;
+- ``evals_df`` flattens the header into columns: a task argument given as ``None`` reads as
+  pandas' ``NA`` (``{"subset": None}`` is not ``{"subset": NA}``: another setup), the
+  generation settings of the plan (``log.plan.config``: temperature, max_tokens, a system
+  message) are in no column, and model roles and scorer options are JSON text: a run's
+  setup (:func:`provenance`) is read from the ``EvalLog`` header instead."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inspect_ai.log import EvalLog, read_eval_log
+from inspect_ai.event import ModelEvent
+from inspect_ai.log import EvalLog, EvalSample
+from inspect_ai.model import ChatMessage, ContentText
+from inspect_ai.scorer import Score
 
 from med_evals.logs.comparable import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
+from med_evals.logs.files import (
+    attachment_text,
+    list_log_files,
+    missing,
+    mtime,
+    read_header,
+    read_limit,
+    read_samples,
+)
 
 # expand_log_paths: re-exported (callers list logs as this module did)
 from med_evals.logs.files import expand_log_paths as expand_log_paths
-from med_evals.logs.files import list_log_files, missing, mtime
 from med_evals.logs.usage import (
     REPLAY_PREFIX,
     Paid,
     Prices,
+    RecordUsage,
     RoleUsage,
     RunUsage,
+    UsageSums,
+    is_reused,
     merged_paid,
     merged_roles,
     paid_run_usage,
     paid_usage,
+    record_key,
     run_usage,
-    sample_role_usages,
+    when,
 )
 from med_evals.scorers.classification import metric_values
 from med_evals.scorers.reducers import majority_label
@@ -84,17 +119,17 @@ class Run:
     #: when the log was last written (seconds since the epoch), from Inspect's listing of the
     #: log's folder; ``None``: not listed yet (:meth:`written` asks Inspect)
     mtime: float | None = None
-    #: sample id -> what the model saw and said, for the report's per-sample differences
-    #: (:func:`sample_texts`): ``input`` (the start of the last user message), ``input_sha``
-    #: (:func:`input_digest`), ``reply``, its length ``reply_chars``, the ``epoch`` shown and
-    #: the sample's ``epochs``
+    #: sample id -> what the model saw and said, for the report's per-sample differences and
+    #: the gate (:meth:`_Kept.texts`): ``input`` (the start of the last user message),
+    #: ``input_sha`` (:func:`input_digest`), ``sent`` (:func:`sent_messages`), ``reply``, its
+    #: length ``reply_chars``, the ``epoch`` shown and the sample's ``epochs``
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: each role's tokens (:func:`med_evals.logs.usage.role_usages`), read with the log's header:
     #: the report, baseline and regress price them without reading the log again (a merged
     #: run: every shard's, summed); ``None``: not read (a run built by hand)
     roles: list[RoleUsage] | None = None
     #: a replayed run's recorded model: the model names its replies carry
-    #: (:func:`recorded_model`); ``None``: not replayed, or its replies name none
+    #: (:meth:`_Kept.recorded`); ``None``: not replayed, or its replies name none
     recorded: str | None = None
     #: what the eval paid for over every attempt whose log was read (a killed run resumed:
     #: :func:`med_evals.logs.usage.paid_usage`); ``None``: not read (a run built by hand)
@@ -197,12 +232,13 @@ def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelecti
     anything Inspect reads logs from (``s3://...`` too); ``strict``: see
     :func:`med_evals.logs.files.list_log_files`."""
     out = LogSelection()
+    read_limit()  # a bad MED_EVALS_READ_LIMIT_MB: one LogPathError before any log is read
     by_eval: dict[str, list[tuple[str, EvalLog]]] = defaultdict(list)
     for log_file in list_log_files(paths, strict):
         out.mtimes.setdefault(log_file.name, log_file.mtime)
     for path in out.mtimes:
         try:
-            header = read_eval_log(path, header_only=True)
+            header = read_header(path)
         except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
             why = missing(path) or _one_line(ex)  # s3://: a missing key reads as "no recorder"
             out.unreadable.append(f"{path}: unreadable log ({why})")
@@ -313,30 +349,32 @@ def load_run(
     header: tuple[str, str] | None = None,
 ) -> Run:
     """A run from one log, or :class:`LogSkipped` saying why it cannot be used
-    (:class:`LogUnreadable`: its samples cannot be read; ``header``: its task and model as its
-    header named them). ``attempts``: the other logs of its eval (a killed attempt before an
-    ``eval-retry``), read for what the eval paid for (:attr:`Run.paid`)."""
+    (:class:`LogUnreadable`: its header or samples cannot be read, or a record is over the read
+    limit: :func:`med_evals.logs.files.read_samples`; ``header``: its task and model as its
+    header named them). The header is read first (a log of another task is skipped unread),
+    then its samples one chunk at a time (:class:`_Kept`: what the run keeps of each).
+    ``attempts``: the other logs of its eval (a killed attempt before an ``eval-retry``), read
+    for what the eval paid for (:attr:`Run.paid`)."""
+    task, model = header if header else (None, None)
     try:
-        log = read_eval_log(path)
+        log = read_header(path)
     except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
-        task, model = header if header else (None, None)
         raise LogUnreadable(f"{path}: unreadable log ({_one_line(ex)})",
                             task if task in STUDIES else None, model) from None
-    earlier, unreadable = [], []
-    for other in attempts:
-        try:
-            earlier.append(read_eval_log(other))
-        except Exception:  # noqa: BLE001 - named in the run's unknown part
-            unreadable.append(other)
-    return run_of(log, path, scorer, earlier, unreadable)
+    name = _scorer_of(log, path, scorer)
+    return _run(log, path, name, _records(path, log), attempts)
 
 
-def run_of(
-    log: EvalLog, path: str, scorer: str | None = None, earlier: Sequence[EvalLog] = (),
-    unreadable: Sequence[str] = (),
-) -> Run:
+def run_of(log: EvalLog, path: str, scorer: str | None = None) -> Run:
     """:func:`load_run` of a log already read (``inspect_ai.eval``'s result: samples
-    included), found at ``path``; ``earlier``: its eval's other attempts' logs, read."""
+    included; a header alone: the values of its reductions, no sample's text or usage), found
+    at ``path``."""
+    return _run(log, path, _scorer_of(log, path, scorer), log.samples or [])
+
+
+def _scorer_of(log: EvalLog, path: str, scorer: str | None) -> str:
+    """The scorer whose values a run of ``log`` holds (default: its study's), or
+    :class:`LogSkipped` for a log that did not finish or is not of a study."""
     task = task_name(log)
     study = task if task in STUDIES else None
     if log.status != "success":
@@ -347,45 +385,185 @@ def run_of(
         if study is None:
             raise LogSkipped(f"{path}: task '{log.eval.task}' is not a med_evals study")
         scorer = spec(task).scorer_name
-    per_scorer = reduced_values(log)
+    return scorer
+
+
+def _records(path: str, log: EvalLog) -> Iterator[EvalSample]:
+    """:func:`~med_evals.logs.files.read_samples` of a log, any failure to read them (a corrupt
+    record, a store that drops mid-read, a record over the read limit) a
+    :class:`LogUnreadable` naming the log."""
+    samples = read_samples(path, log)
+    while True:
+        try:
+            sample = next(samples)
+        except StopIteration:
+            return
+        except Exception as ex:  # noqa: BLE001 - an unreadable log is reported, not fatal
+            task = task_name(log)
+            raise LogUnreadable(f"{path}: unreadable log ({_one_line(ex)})",
+                                task if task in STUDIES else None, log.eval.model) from None
+        yield sample
+
+
+def _run(log: EvalLog, path: str, scorer: str, samples: Iterable[EvalSample],
+         attempts: Sequence[str] = ()) -> Run:
+    task = task_name(log)
+    study = task in STUDIES
+    kept = _Kept(log, path, scorer, spec(task).source if study else None)
+    for sample in samples:
+        kept.add(sample)
+    per_scorer = kept.values()
     if scorer not in per_scorer:
-        raise LogSkipped(f"{path}: no '{scorer}' scores", study, log.eval.model)
+        raise LogSkipped(f"{path}: no '{scorer}' scores", task if study else None,
+                         log.eval.model)
     values = per_scorer.pop(scorer)
-    others = per_scorer
     scores = log.results.scores if log.results else []
     metrics = {key: m.value for s in scores for key, m in s.metrics.items()}
-    return Run(path, task, log.eval.model, values, provenance(log), metrics, others,
-               samples=sample_texts(log, path, scorer, values,
-                                    spec(task).source if study else None),
-               roles=sample_role_usages(log), recorded=recorded_model(log),
-               paid=paid_usage(log, earlier, unreadable))
+    earlier, unreadable = _earlier(kept, attempts)
+    return Run(path, task, log.eval.model, values, provenance(log), metrics, per_scorer,
+               samples=kept.texts(values), roles=kept.usage.roles(log),
+               recorded=kept.recorded(),
+               paid=paid_usage(log, kept.usage, earlier, unreadable, kept.reused))
+
+
+def _earlier(kept: _Kept, attempts: Sequence[str]) -> tuple[list[list[RecordUsage]], list[str]]:
+    """The records of an eval's other attempts (``attempts``: their logs) that ``kept`` (the
+    finished log's) does not hold, each attempt's in its order: what the eval paid for before
+    its finished attempt (:func:`med_evals.logs.usage.paid_usage`); and the logs that could not
+    be read (an attempt counts whole or not at all)."""
+    seen = set(kept.keys)
+    earlier: list[list[RecordUsage]] = []
+    unreadable: list[str] = []
+    for other in attempts:
+        records, keys = [], set()
+        try:
+            for s in read_samples(other, read_header(other)):
+                key = record_key(s)
+                if key is None or (key not in seen and key not in keys):
+                    records.append(RecordUsage.of(s))
+                    if key is not None:
+                        keys.add(key)
+        except Exception:  # noqa: BLE001 - named in the run's unknown part
+            unreadable.append(other)
+            continue
+        seen |= keys
+        earlier.append(records)
+    return earlier, unreadable
 
 
 #: the model name of a reply whose recording names none (:mod:`med_evals.models.replay`)
 REPLAY_PLACEHOLDER = "replay"
-
-
-def recorded_model(log: EvalLog) -> str | None:
-    """The model a replayed run replays: the model names its replies carry (``None``: not a
-    replayed run, or its replies name none)."""
-    if not log.eval.model.startswith(REPLAY_PREFIX):
-        return None
-    names = {
-        s.output.model
-        for s in log.samples or []
-        if s.output
-        and s.output.model
-        and s.output.model != REPLAY_PLACEHOLDER
-        and not s.output.model.startswith(REPLAY_PREFIX)  # a failed call: the provider's name
-    }
-    return ", ".join(sorted(names)) if names else None
-
 
 #: characters kept of each sample's input: the start of the prompt, enough for a trial's title,
 #: a question or a claim (MedEvidence's question follows about 600 characters of instructions)
 INPUT_CHARS = 2_000
 #: characters kept of each reply (the report shows its start, the rest behind a toggle)
 REPLY_CHARS = 20_000
+
+
+class _Kept:
+    """What a run keeps of its log's sample records, given one at a time (:meth:`add`) and let
+    go: each scorer's scores where the log holds no reduction of them (to reduce them here), the
+    texts of each sample (its first epoch's and the first epoch of each label: the one shown is
+    picked once the reduced values are known), the records' tokens (:class:`UsageSums`), the
+    model names its replies carry, and what the eval's other attempts need (:attr:`keys`,
+    :attr:`reused`). The log's reductions come with its header."""
+
+    def __init__(self, log: EvalLog, path: str, scorer: str, source: str | None) -> None:
+        self.path, self.scorer, self.source = path, scorer, source
+        self.reductions = {red.scorer: red for red in log.reductions or []}
+        #: scorer -> sample id -> each epoch's score value (scorers without a reduction)
+        self.scores: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
+        #: sample id -> (label, text record) of its first epoch and of each label's first epoch
+        self.shown: dict[str, list[tuple[Any, dict[str, Any]]]] = {}
+        self.epochs: dict[str, int] = defaultdict(int)
+        self.usage = UsageSums()
+        self.models: set[str] = set()
+        #: each record's :func:`record_key` (an earlier attempt's copy of one is not counted)
+        self.keys: set[tuple[str, int, str]] = set()
+        self.started = when(log.stats.started_at if log.stats else None)
+        #: samples the log took over from an earlier attempt (:func:`is_reused`)
+        self.reused = 0
+        self.replayed = log.eval.model.startswith(REPLAY_PREFIX)
+
+    def add(self, s: EvalSample) -> None:
+        sid = str(s.id)
+        for name, score in (s.scores or {}).items():
+            if name not in self.reductions:
+                self.scores[name][sid].append(Score(value=score.value))
+        self._text(s, sid)
+        self.usage.add(RecordUsage.of(s))
+        if (key := record_key(s)) is not None:
+            self.keys.add(key)
+        self.reused += is_reused(s, self.started)
+        model = s.output.model if s.output else None
+        if (self.replayed and model and model != REPLAY_PLACEHOLDER
+                and not model.startswith(REPLAY_PREFIX)):  # a failed call: the provider's name
+            self.models.add(model)
+
+    def _text(self, s: EvalSample, sid: str) -> None:
+        self.epochs[sid] += 1
+        score = (s.scores or {}).get(self.scorer)
+        label = score.value.get("prediction") if score and isinstance(score.value, dict) else None
+        kept = self.shown.setdefault(sid, [])
+        if any(seen == label for seen, _ in kept):  # that label's first epoch is kept
+            return
+        reply = s.output.completion if s.output else ""
+        kept.append((label, {
+            "input": _input_text(s)[:INPUT_CHARS],
+            "input_sha": input_digest(s),
+            "sent": sent_messages(s),
+            "reply": reply[:REPLY_CHARS],
+            "reply_chars": len(reply),
+            "epoch": s.epoch,
+            "epochs": 0,  # counted over every epoch: texts()
+            "log": self.path,
+            "source": _source(s.metadata, self.source),
+        }))
+
+    def values(self) -> dict[str, dict[str, Any]]:
+        """scorer -> sample id -> the epoch-reduced score value the log's metrics were computed
+        from: the log's own reductions (``log.reductions``) where Inspect wrote them; otherwise
+        (one epoch, older Inspect) each sample's scores reduced with :func:`majority_label`,
+        which returns a single epoch unchanged."""
+        out: dict[str, dict[str, Any]] = {
+            name: {str(s.sample_id): _plain_value(s.value) for s in red.samples}
+            for name, red in self.reductions.items()
+        }
+        reduce = majority_label()
+        for name, per_sample in self.scores.items():
+            out[name] = {sid: _plain_value(reduce(scores).value)
+                         for sid, scores in per_sample.items()}
+        return out
+
+    def texts(self, values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+        """sample id -> ``input`` (the first :data:`INPUT_CHARS` of the last user message, or
+        of a text input), ``input_sha`` (:func:`input_digest`), ``sent`` (:func:`sent_messages`),
+        ``reply`` (the first :data:`REPLY_CHARS` of the completion; ``reply_chars``: its whole
+        length), ``epoch`` and ``epochs``, ``log``, and ``source``: the sample metadata's value
+        under the key ``source`` (the study's :attr:`~med_evals.study.spec.Study.source`: the
+        review a MedEvidence question came from), as text (None: no such key). Of several
+        epochs, the one shown is the first epoch whose label is the sample's reduced label
+        (``values``: the run's reduced values), else the first. Empty for a log read without
+        samples."""
+        out: dict[str, dict[str, Any]] = {}
+        for sid, kept in self.shown.items():
+            reduced = values.get(sid)
+            shown = kept[0][1]
+            if isinstance(reduced, dict):
+                want = reduced.get("prediction")
+                shown = next((t for label, t in kept if label == want), shown)
+            out[sid] = {**shown, "epochs": self.epochs[sid]}
+        return out
+
+    def recorded(self) -> str | None:
+        """A replayed run's recorded model: the model names its replies carry (``None``: not a
+        replayed run, or its replies name none)."""
+        return ", ".join(sorted(self.models)) if self.models else None
+
+
+def _plain_value(value: Any) -> Any:
+    return dict(value) if isinstance(value, dict) else value
 
 
 def _input_text(sample: Any) -> str:
@@ -396,82 +574,75 @@ def _input_text(sample: Any) -> str:
 
 
 def input_digest(sample: Any) -> str:
-    """A digest of everything a sample's input sends (each message's role and text, in order):
-    two runs sent the same prompt for a sample when their digests are equal (the gate compares
-    them: :func:`med_evals.commands.regress.prompt_changes`)."""
+    """A digest of everything a sample's input holds (each message's role and text, in order):
+    two runs put the same item to the model for a sample when their digests are equal (the gate
+    compares them, and :func:`sent_messages`: :func:`med_evals.commands.regress.prompt_changes`)."""
     messages = ([("user", sample.input)] if isinstance(sample.input, str)
                 else [(m.role, m.text) for m in sample.input])
     return hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
 
 
-def sample_texts(
-    log: EvalLog, path: str, scorer: str, values: dict[str, Any], source: str | None = None
-) -> dict[str, dict[str, Any]]:
-    """sample id -> ``input`` (the first :data:`INPUT_CHARS` of the last user message, or of
-    a text input), ``reply`` (the first :data:`REPLY_CHARS` of the completion; ``reply_chars``:
-    its whole length), ``epoch`` and ``epochs``, and ``source``: the sample metadata's value
-    under the key ``source`` (the study's :attr:`~med_evals.study.spec.Study.source`: the review a
-    MedEvidence question came from), as text (None: no such key). Of several epochs, the reply
-    shown is the first epoch's whose label is the sample's reduced label (``values``: the
-    run's reduced values). Empty for a log written without samples."""
-    out: dict[str, dict[str, Any]] = {}
-    for s in sorted(log.samples or [], key=lambda s: s.epoch):
-        sid = str(s.id)
-        score = (s.scores or {}).get(scorer)
-        label = score.value.get("prediction") if score and isinstance(score.value, dict) else None
-        reduced = values.get(sid)
-        wanted = isinstance(reduced, dict) and label == reduced.get("prediction")
-        seen = out.get(sid)
-        if seen is not None:
-            seen["epochs"] += 1
-            if seen["matches"] or not wanted:
-                continue
-        reply = s.output.completion if s.output else ""
-        out[sid] = {
-            "input": _input_text(s)[:INPUT_CHARS],
-            "input_sha": input_digest(s),
-            "reply": reply[:REPLY_CHARS],
-            "reply_chars": len(reply),
-            "epoch": s.epoch,
-            "epochs": seen["epochs"] if seen else 1,
-            "log": path,
-            "matches": wanted,
-            "source": _source(s.metadata, source),
-        }
-    for v in out.values():
-        del v["matches"]
+def sent_messages(sample: EvalSample) -> list[str]:
+    """Every message the sample sent the model under test, as the log records it was sent
+    (each model call's input: Inspect's ``ModelEvent``, whatever added the message: the sample's
+    input, a ``system_message()`` solver, a template, ``--system-message``), one
+    ``<role> <digest of its text>`` each, in order. A message sent again in a later call (the
+    same message) is listed once, and the model's own replies fed back are not listed: two runs
+    sent the same prompt when these are equal, whatever the model replied. The model under test
+    is the call without a model role (a grader's calls are its role's); a sample that calls it
+    not at all (a judging task) has none."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for e in sample.events or []:
+        if not isinstance(e, ModelEvent) or e.role is not None or e.pending:
+            continue
+        for m in e.input:
+            if m.id is not None:
+                if m.id in seen:
+                    continue
+                seen.add(m.id)
+            text = _message_text(m, sample.attachments)
+            out.append(f"{m.role} {hashlib.sha256(text.encode()).hexdigest()[:16]}")
+        if e.output.message.id is not None:  # the reply, fed back in a later call
+            seen.add(e.output.message.id)
+    return out
+
+
+def _message_text(message: ChatMessage, attachments: Mapping[str, str]) -> str:
+    """A message's text as sent (its text parts, each attachment resolved:
+    :func:`~med_evals.logs.files.attachment_text`), joined as Inspect's ``ChatMessage.text``
+    joins them."""
+    if isinstance(message.content, str):
+        return attachment_text(message.content, attachments)
+    return "\n".join(attachment_text(c.text, attachments) for c in message.content
+                     if isinstance(c, ContentText))
+
+
+def changed_messages(old: Sequence[str], new: Sequence[str]) -> list[str]:
+    """Which messages sent (:func:`sent_messages` of one sample in two runs) differ: ``the
+    system message``, ``the user message``, ``user message 2`` (where a role has several),
+    ``message 2 (system -> user)``, or ``the number of messages (2 -> 3)``; empty when they are
+    the same."""
+    if len(old) != len(new):
+        return [f"the number of messages ({len(old)} -> {len(new)})"]
+    roles = [m.split(" ", 1)[0] for m in new]
+    out = []
+    for i, (a, b) in enumerate(zip(old, new, strict=True)):
+        if a == b:
+            continue
+        was, role = a.split(" ", 1)[0], roles[i]
+        if was != role:
+            out.append(f"message {i + 1} ({was} -> {role})")
+        elif roles.count(role) == 1:
+            out.append(f"the {role} message")
+        else:
+            out.append(f"{role} message {roles[:i + 1].count(role)}")
     return out
 
 
 def _source(metadata: Mapping[str, Any] | None, key: str | None) -> str | None:
     value = (metadata or {}).get(key) if key else None
     return None if value is None else str(value)
-
-
-def reduced_values(log: EvalLog) -> dict[str, dict[str, Any]]:
-    """scorer -> sample id -> the epoch-reduced score value the log's metrics were computed from.
-
-    Taken from ``log.reductions`` where Inspect wrote them; otherwise (one epoch) each sample's
-    scores are reduced with :func:`majority_label`, which returns a single epoch unchanged.
-    """
-    out: dict[str, dict[str, Any]] = {}
-    for red in log.reductions or []:
-        out[red.scorer] = {
-            str(s.sample_id): dict(s.value) if isinstance(s.value, dict) else s.value
-            for s in red.samples
-        }
-    per_scorer: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
-    for sample in log.samples or []:
-        for name, score in (sample.scores or {}).items():
-            if name not in out:
-                per_scorer[name][str(sample.id)].append(score)
-    reduce = majority_label()
-    for name, per_sample in per_scorer.items():
-        out[name] = {}
-        for sid, scores in per_sample.items():
-            v = reduce(scores).value
-            out[name][sid] = dict(v) if isinstance(v, dict) else v
-    return out
 
 
 def load_runs(paths: Iterable[str | Path]) -> tuple[list[Run], list[str]]:
@@ -549,7 +720,7 @@ def _ranges(numbers: Sequence[int]) -> str:
     return ", ".join(out)
 
 
-def _listed(names: Sequence[str]) -> str:
+def listed(names: Sequence[str]) -> str:
     """``a``, ``a and b``, ``a, b and c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
@@ -567,7 +738,7 @@ def missing_shards(count: int, present: Iterable[int]) -> str:
         return ""
     word = "shard" if len(gone) == 1 else "shards"
     if len(gone) <= SHARDS_NAMED:
-        return f"{word} {_listed([f'{i}/{count}' for i in gone])} missing"
+        return f"{word} {listed([f'{i}/{count}' for i in gone])} missing"
     return f"{word} {_ranges(gone)} of {count} missing"
 
 

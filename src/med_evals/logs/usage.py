@@ -43,11 +43,12 @@ from typing import Any
 import numpy as np
 import yaml
 from inspect_ai.event import ModelEvent
-from inspect_ai.log import EvalLog, EvalSample, read_eval_log
+from inspect_ai.log import EvalLog, EvalSample
 from inspect_ai.model import ModelCost, ModelUsage
 from pydantic import ValidationError
 
 from med_evals.inspect_internals.compat import database_model_info, priced
+from med_evals.logs.files import read_header
 from med_evals.outputs.exit_codes import USAGE, CommandError
 from med_evals.tasks import ONCOLOGY_RCT, Study
 
@@ -285,36 +286,60 @@ def _sum_into(total: dict[str, ModelUsage], part: Mapping[str, ModelUsage]) -> N
         total[name] = total[name] + usage if name in total else usage
 
 
-def _calls_of(samples: Iterable[EvalSample]) -> dict[tuple[str, str | None], tuple[int, int]]:
-    """(model, role) -> (its calls in the samples' events, those that reported usage). A reply
-    served from Inspect's cache is not a call (not paid), nor is a call that failed."""
-    out: dict[tuple[str, str | None], tuple[int, int]] = {}
-    for s in samples:
-        for e in s.events or []:
-            if not isinstance(e, ModelEvent) or e.pending or e.error or e.cache == "read":
-                continue
-            calls, reported = out.get((e.model, e.role), (0, 0))
-            out[(e.model, e.role)] = (calls + 1, reported + (e.output.usage is not None))
-    return out
+@dataclass(frozen=True)
+class RecordUsage:
+    """What one sample record adds to a run's tokens: its ``model_usage`` and ``role_usage``
+    as Inspect counted them (whichever attempt of the eval made it: a sample an ``eval-retry``
+    reused keeps its usage), and each of its model calls as (model, role, reported usage). A
+    reply served from Inspect's cache is not a call (not paid), nor is a call that failed."""
+
+    by_model: Mapping[str, ModelUsage]
+    by_role: Mapping[str, ModelUsage]
+    calls: tuple[tuple[str, str | None, bool], ...]
+
+    @classmethod
+    def of(cls, sample: EvalSample) -> RecordUsage:
+        return cls(
+            dict(sample.model_usage or {}), dict(sample.role_usage or {}),
+            tuple((e.model, e.role, e.output.usage is not None) for e in sample.events or []
+                  if isinstance(e, ModelEvent) and not e.pending and not e.error
+                  and e.cache != "read"),
+        )
 
 
-def sample_role_usages(
-    log: EvalLog, samples: Sequence[EvalSample] | None = None
-) -> list[RoleUsage]:
-    """The run's roles and their tokens summed over its samples (``samples``, default the
-    log's own): each sample record's ``model_usage`` and ``role_usage``, as Inspect counted
-    them, whichever attempt of the eval made it (a sample an ``eval-retry`` reused keeps its
-    usage). With each role's calls and those that reported usage (:attr:`RoleUsage.partial`).
-    A log read without samples: its header's figures (:func:`role_usages`)."""
-    records = list(log.samples or []) if samples is None else list(samples)
-    if not records:
-        return role_usages(log)
-    by_model: dict[str, ModelUsage] = {}
-    by_role: dict[str, ModelUsage] = {}
-    for s in records:
-        _sum_into(by_model, s.model_usage or {})
-        _sum_into(by_role, s.role_usage or {})
-    return _attributed(log, by_model, by_role, _calls_of(records))
+class UsageSums:
+    """Sample records' tokens summed as the records are read, one at a time
+    (:meth:`add`), by model and by role, with each (model, role)'s calls and those that reported
+    usage (:attr:`RoleUsage.partial`): a reader never holds the records themselves."""
+
+    def __init__(self) -> None:
+        self.by_model: dict[str, ModelUsage] = {}
+        self.by_role: dict[str, ModelUsage] = {}
+        #: (model, role or None) -> (calls, calls that reported usage)
+        self.calls: dict[tuple[str, str | None], tuple[int, int]] = {}
+        self.records = 0
+
+    def add(self, record: RecordUsage) -> None:
+        _sum_into(self.by_model, record.by_model)
+        _sum_into(self.by_role, record.by_role)
+        for model, role, reported in record.calls:
+            calls, with_usage = self.calls.get((model, role), (0, 0))
+            self.calls[(model, role)] = (calls + 1, with_usage + reported)
+        self.records += 1
+
+    def copy(self) -> UsageSums:
+        out = UsageSums()
+        out.by_model, out.by_role = dict(self.by_model), dict(self.by_role)
+        out.calls, out.records = dict(self.calls), self.records
+        return out
+
+    def roles(self, log: EvalLog) -> list[RoleUsage]:
+        """The run's roles and their tokens over the records added, attributed with ``log``'s
+        header (the module's docstring); none added (a log read without samples): its header's
+        figures (:func:`role_usages`)."""
+        if not self.records:
+            return role_usages(log)
+        return _attributed(log, self.by_model, self.by_role, self.calls)
 
 
 # --- every attempt of an eval -------------------------------------------------------------
@@ -339,46 +364,52 @@ class Paid:
     unknown: str | None = None
 
 
-def _when(text: str | None) -> datetime | None:
+def when(text: str | None) -> datetime | None:
+    """An ISO time of a log (``None`` when missing or unreadable)."""
     try:
         return datetime.fromisoformat(text) if text else None
     except ValueError:
         return None
 
 
-def reused_samples(log: EvalLog) -> int:
-    """Samples a resumed run took over from an earlier attempt: completed before the log's own
-    run started (``inspect eval-retry``, or ``eval-set`` run again, keeps them as they were)."""
-    start = _when(log.stats.started_at if log.stats else None)
-    if start is None:
-        return 0
-    return sum(1 for s in log.samples or []
-               if (done := _when(s.completed_at)) is not None and done < start)
+def is_reused(sample: EvalSample, started: datetime | None) -> bool:
+    """Whether a resumed run took ``sample`` over from an earlier attempt: it completed before
+    the log's own run ``started`` (``inspect eval-retry``, or ``eval-set`` run again, keeps such
+    samples as they were)."""
+    done = when(sample.completed_at)
+    return started is not None and done is not None and done < started
 
 
-def paid_usage(finished: EvalLog, earlier: Sequence[EvalLog] = (),
-               unreadable: Sequence[str] = ()) -> Paid:
-    """What the eval of ``finished`` paid for: its sample records and those of its ``earlier``
-    attempts' logs (killed, recovered, errored), each record once (by sample, epoch and
-    completion time), attributed to the finished run's roles. ``unknown`` names what no log
-    shows: calls after a killed attempt's last flush (:data:`KILLED`), an earlier attempt whose
-    log was not given (:data:`EARLIER_MISSING`), earlier logs that could not be read
+def record_key(sample: EvalSample) -> tuple[str, int, str] | None:
+    """What makes two attempts' sample records one record (sample, epoch, completion time: an
+    ``eval-retry`` copies a reused record as it was); ``None`` for a record without a
+    completion time, never the same as another."""
+    return (str(sample.id), sample.epoch, sample.completed_at) if sample.completed_at else None
+
+
+def paid_usage(finished: EvalLog, used: UsageSums,
+               earlier: Sequence[Sequence[RecordUsage]] = (), unreadable: Sequence[str] = (),
+               reused: int = 0) -> Paid:
+    """What the eval of ``finished`` paid for: its own records (``used``) and, after them, the
+    records of its ``earlier`` attempts' logs (killed, recovered, errored) that are not already
+    counted (each record once: :func:`record_key`), attributed to the finished run's roles.
+    ``unknown`` names what no log shows: calls after a killed attempt's last flush
+    (:data:`KILLED`), an earlier attempt whose log was not given while the finished log
+    ``reused`` samples of it (:data:`EARLIER_MISSING`), earlier logs that could not be read
     (``unreadable``)."""
-    records: dict[tuple[Any, ...], EvalSample] = {}
-    for i, log in enumerate([finished, *earlier]):
-        for s in log.samples or []:
-            key = (str(s.id), s.epoch, s.completed_at or f"{i}:{s.started_at}:{id(s)}")
-            records.setdefault(key, s)
+    total = used.copy()
+    for records in earlier:
+        for record in records:
+            total.add(record)
     unknown = []
     if earlier:
         unknown.append(KILLED)
-    elif reused_samples(finished):
+    elif reused:
         unknown.append(EARLIER_MISSING)
     if unreadable:
         unknown.append("earlier logs that could not be read: " + ", ".join(unreadable))
-    roles = sample_role_usages(finished, list(records.values())) if records else role_usages(
-        finished)
-    return Paid(roles, 1 + len(earlier) + len(unreadable), "; ".join(unknown) or None)
+    return Paid(total.roles(finished), 1 + len(earlier) + len(unreadable),
+                "; ".join(unknown) or None)
 
 
 def merged_paid(paid: Sequence[Paid | None]) -> Paid | None:
@@ -391,9 +422,9 @@ def merged_paid(paid: Sequence[Paid | None]) -> Paid | None:
 
 
 def read_role_usages(path: str) -> list[RoleUsage]:
-    """:func:`role_usages` of the log at ``path`` (its header only: local or any URI Inspect
-    reads)."""
-    return role_usages(read_eval_log(path, header_only=True))
+    """:func:`role_usages` of the log at ``path`` (its header only, within the read limit:
+    :func:`med_evals.logs.files.read_header`; local or any URI Inspect reads)."""
+    return role_usages(read_header(path))
 
 
 def total_usage(roles: Sequence[RoleUsage]) -> ModelUsage | None:
@@ -508,17 +539,15 @@ def merged_roles(per_log: Sequence[Sequence[RoleUsage]]) -> list[RoleUsage]:
 
 
 def run_usage(
-    log: EvalLog | str | Sequence[str] | Sequence[RoleUsage], study: Study,
+    log: str | Sequence[str] | Sequence[RoleUsage], study: Study,
     values: Sequence[Mapping[str, Any]], prices: Prices | None = None,
 ) -> RunUsage:
     """Every figure of one run: each role's tokens and cost, the run's cost and its cost per
-    answer, each by the function above. ``log``: a log, its path, the paths of the shards of
-    one run (the headers are read), or the run's roles as read with its log
+    answer, each by the function above. ``log``: a log's path, the paths of the shards of one
+    run (the headers are read), or the run's roles as read with its log
     (:meth:`med_evals.logs.runs.Run.usage`)."""
     if isinstance(log, str):
         roles = read_role_usages(log)
-    elif isinstance(log, EvalLog):
-        roles = sample_role_usages(log)
     elif all(isinstance(r, RoleUsage) for r in log):
         roles = [r for r in log if isinstance(r, RoleUsage)]
     else:

@@ -22,10 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inspect_ai.log import read_eval_log
-
 from med_evals.commands.report.document import Document
-from med_evals.logs.runs import LogSelection, Run, run_of, task_name
+from med_evals.logs.files import read_header
+from med_evals.logs.runs import LogSelection, LogUnreadable, Run, load_run, task_name
 from med_evals.logs.usage import (
     Prices,
     RoleUsage,
@@ -87,7 +86,7 @@ def judge_runs(selection: LogSelection) -> tuple[list[Run], list[str]]:
         if task not in JUDGE_TASKS:
             continue
         try:
-            log = read_eval_log(path)
+            log = read_header(path)
         except Exception as ex:  # noqa: BLE001 - named in the report, not fatal
             failed.append(f"{path}: unreadable log ({' '.join(str(ex).split())[:300]})")
             continue
@@ -95,7 +94,11 @@ def judge_runs(selection: LogSelection) -> tuple[list[Run], list[str]]:
         scorer = next((n for n in names if n in JUDGE_METRICS), None)
         if scorer is None or task_name(log) not in JUDGE_TASKS:
             continue
-        run = run_of(log, path, scorer)
+        try:  # its samples a chunk at a time, within the read limit
+            run = load_run(path, scorer)
+        except LogUnreadable as ex:
+            failed.append(str(ex))
+            continue
         run.mtime = selection.mtimes.get(path)
         runs.append(run)
     return runs, failed
