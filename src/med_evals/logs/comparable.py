@@ -1,16 +1,17 @@
 """What produced a run's numbers, and the one answer to "are these two runs comparable?".
 
-A run's **setup** (:func:`setup_of`, from the provenance :func:`med_evals.logs.runs.provenance` reads
-out of its log) is everything that may change its replies or its scores, but not *which*
+A run's **setup** (:func:`setup_of`, from the provenance :func:`med_evals.logs.runs.provenance`
+reads out of its log) is everything that may change its replies or its scores, but not *which*
 samples it ran nor *which model* answered:
 
 - the data pin (``dataset_revision``, ``data_checksum``), the prompt variant (``prompt``), what
   the gated numbers depend on in the study's code (``behaviour``, recorded in the log by the
   task: :meth:`med_evals.study.spec.Study.behaviour`: labels, parser, value function, the compute of
   each gated number; a log without it: the task's version, ``task_version``), its task
-  arguments but those that change no per-sample value (:data:`~med_evals.study.spec.NON_SETUP_ARGS`),
-  only select samples (:data:`SELECTION_ARGS`) or are a per-sample dimension compared
-  condition by condition (``condition``), and the scorers' settings (``scorer_settings``);
+  arguments but those that change no per-sample value
+  (:data:`~med_evals.study.spec.NON_SETUP_ARGS`), only select samples (:data:`SELECTION_ARGS`)
+  or are a per-sample dimension compared condition by condition (``condition``), and the
+  scorers' settings (``scorer_settings``);
 - **every** generation setting the run was given (``generation``: Inspect's
   ``GenerateConfig``, task defaults and command-line flags alike: temperature, top_p, seed,
   the system message, max_tokens, reasoning settings, ...) except those that only say *how* a
@@ -28,10 +29,10 @@ the setup until it is named in :data:`CALL_SETTINGS`.
 must share a setup (:func:`med_evals.logs.runs.merge_shards`), the report never shows two setups in
 one row (:func:`med_evals.logs.labels.run_labels` names every setting that differs), and the
 gate compares a new run with a baseline run only under the same setup
-(:mod:`med_evals.commands.regress`). A baseline recorded before this module (format 2) holds 8 of these
-fields; :func:`legacy_view` gives a new setup's view of those 8, and the rest is reported as not
-recorded rather than as a change. Such a baseline names the task's version, not its behaviour:
-a new run whose behaviour is that of the last version to write format 2
+(:mod:`med_evals.commands.regress`). A baseline recorded before this module (format 2) holds 8 of
+these fields; :func:`legacy_view` gives a new setup's view of those 8, and the rest is reported
+as not recorded rather than as a change. Such a baseline names the task's version, not its
+behaviour: a new run whose behaviour is that of the last version to write format 2
 (:data:`LEGACY_BEHAVIOUR`) is compared with it as of that version, so that adding a metric
 (a version bump) leaves a stored format-2 baseline gating.
 """

@@ -8,8 +8,8 @@ A log path is anything Inspect's own log functions take (``list_eval_logs``,
 :mod:`pathlib`, and a log's write time comes from that listing; a location that cannot be
 listed (no connection, refused credentials) is a :class:`LogPathError` naming it.
 
-Kept apart from :mod:`med_evals.logs.runs` (which reads runs of the studies) so that a task-side tool
-(:mod:`med_evals.commands.export_counterfactuals`) can list logs without importing the studies.
+Kept apart from :mod:`med_evals.logs.runs` (which reads runs of the studies) so that a task-side
+tool (:mod:`med_evals.commands.export_counterfactuals`) can list logs without importing the studies.
 """
 
 from __future__ import annotations

@@ -1,17 +1,17 @@
 """Which runs the report shows, and under which label.
 
 A **run label** names a model (a replayed run: the recorded model's name) and every task
-argument whose value differs between the runs of that study, e.g.
-``openai/gpt-4.1, evidence=true``, every setting of the run's setup that differs
-(:func:`med_evals.logs.comparable.described`: ``temperature=0.5``, ``seed=3``, ``system_message=...``,
-``epochs=3``, a grader role's model, the task version, the data), and every model argument
-(``-M``) whose value differs, except those of :data:`DISPLAY_ONLY_MODEL_ARGS`, which change no
-reply (the embedded model's ``progress``: how often it prints a progress line); a partial run
-(:func:`med_evals.logs.runs.coverage`: a forgotten or killed shard) ends with ``(partial)``. Two
-setups therefore never share a label. Runs that share a label (the same model, arguments and
-setup, e.g. the README's job and a later ``condition=study`` run of the same model) are
-merged sample by sample into one :class:`Group`; a sample present in several of them keeps the
-newest log's value and the report says so.
+argument whose value differs between the runs of that study, e.g. ``openai/gpt-4.1,
+evidence=true``, every setting of the run's setup that differs
+(:func:`med_evals.logs.comparable.described`: ``temperature=0.5``, ``seed=3``,
+``system_message=...``, ``epochs=3``, a grader role's model, the task version, the data), and
+every model argument (``-M``) whose value differs, except those of
+:data:`DISPLAY_ONLY_MODEL_ARGS`, which change no reply (the embedded model's ``progress``: how
+often it prints a progress line); a partial run (:func:`med_evals.logs.runs.coverage`: a
+forgotten or killed shard) ends with ``(partial)``. Two setups therefore never share a label.
+Runs that share a label (the same model, arguments and setup, e.g. the README's job and a later
+``condition=study`` run of the same model) are merged sample by sample into one :class:`Group`;
+a sample present in several of them keeps the newest log's value and the report says so.
 
 The runs come one per eval (:func:`med_evals.logs.runs.select_logs`, as for ``med-evals baseline``
 and ``regress``): after a kill and ``inspect eval-retry`` only the finished log is read and the
@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from med_evals.logs.comparable import DISPLAY_ONLY_MODEL_ARGS, described
 from med_evals.logs.files import log_name
 from med_evals.logs.runs import REPLAY_PREFIX, Run
-from med_evals.logs.comparable import DISPLAY_ONLY_MODEL_ARGS, described
-from med_evals.study.spec import NON_SETUP_ARGS, Study
 from med_evals.logs.usage import MISSING
+from med_evals.study.spec import NON_SETUP_ARGS, Study
 
-# DISPLAY_ONLY_MODEL_ARGS (med_evals.logs.comparable): model arguments that change no reply, never part
-# of a run label. Every other model argument may change replies, so it may tell two runs apart:
+# DISPLAY_ONLY_MODEL_ARGS (med_evals.logs.comparable): model arguments that change no reply, never
+# part of a run label. Every other model argument may change replies, so it may tell two runs apart:
 # ``embedded/``'s ``runtime``, ``dtype``, ``choices``, ``max_tokens_cap``, and ``batch_size``
 # and ``threads`` (they change the order of floating-point sums, so a reply may differ),
 # ``replay/``'s ``file``, and any other provider's options.

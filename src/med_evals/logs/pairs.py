@@ -6,8 +6,8 @@ For every two runs of a study on the same samples (per condition) the samples ar
 are not compared) and judged right or wrong by the same function (:func:`correct`: the label
 equals the target). :func:`differences` sorts them: right only in A, right only in B (their
 counts are McNemar's discordant counts, ``a_only`` and ``b_only`` of
-:func:`~med_evals.stats.intervals.mcnemar_exact`, the report's paired comparisons' test) and wrong in
-both. Each sample shows its id, the gold label, both labels, the start of the input
+:func:`~med_evals.stats.intervals.mcnemar_exact`, the report's paired comparisons' test) and wrong
+in both. Each sample shows its id, the gold label, both labels, the start of the input
 (:func:`input_start`: the trial's title, the question or the claim), both replies and, for a
 local log, a link opening the sample in Inspect's log viewer (:func:`viewer_url`).
 """
@@ -27,8 +27,8 @@ from med_evals.logs.runs import Run
 from med_evals.solvers import medevidence as medevidence_prompts
 from med_evals.solvers import medreqal as verdict_prompts
 from med_evals.solvers import oncology_rct as oncology_prompts
-from med_evals.study.spec import Study
 from med_evals.stats.intervals import mcnemar_exact
+from med_evals.study.spec import Study
 from med_evals.tasks import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT
 
 #: samples shown per list (right only in A, right only in B, wrong in both) of each pair
@@ -111,8 +111,8 @@ class Pair:
 
 def pairs(study: Study, groups: Sequence[Group]) -> list[Pair]:
     """Every two runs and each condition they share, paired as
-    :func:`~med_evals.commands.report.tables.paired_rows` pairs them: the samples both scored with the
-    same target; runs whose label sets differ are not compared."""
+    :func:`~med_evals.commands.report.tables.paired_rows` pairs them: the samples both scored with
+    the same target; runs whose label sets differ are not compared."""
     out = []
     for a, b in itertools.combinations(groups, 2):
         if study.labels(a.task_args) != study.labels(b.task_args):

@@ -24,16 +24,11 @@ from typing import Any
 
 from inspect_ai.log import EvalLog, read_eval_log
 
+from med_evals.logs.comparable import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
+
 # expand_log_paths: re-exported (callers list logs as this module did)
 from med_evals.logs.files import expand_log_paths as expand_log_paths
 from med_evals.logs.files import list_log_files, missing, mtime
-from med_evals.study.params import Shard, parse_shard
-from med_evals.scorers.classification import metric_values
-from med_evals.scorers.reducers import majority_label
-from med_evals.logs.comparable import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
-from med_evals.study.shards import SHARD_ARG
-from med_evals.study.spec import NON_SETUP_ARGS
-from med_evals.tasks import STUDIES, Study, spec
 from med_evals.logs.usage import (
     REPLAY_PREFIX,
     Paid,
@@ -47,6 +42,12 @@ from med_evals.logs.usage import (
     run_usage,
     sample_role_usages,
 )
+from med_evals.scorers.classification import metric_values
+from med_evals.scorers.reducers import majority_label
+from med_evals.study.params import Shard, parse_shard
+from med_evals.study.shards import SHARD_ARG
+from med_evals.study.spec import NON_SETUP_ARGS
+from med_evals.tasks import STUDIES, Study, spec
 
 
 class LogSkipped(ValueError):
@@ -120,9 +121,9 @@ class Run:
     def paid_usage(
         self, prices: Prices | None = None, values: Sequence[dict[str, Any]] | None = None
     ) -> RunUsage | None:
-        """What the eval paid for over all its attempts (:func:`med_evals.logs.usage.paid_run_usage`:
-        a resumed run's killed attempts too), ``None`` where it is what the run used (one
-        attempt, nothing unknown) or was not read."""
+        """What the eval paid for over all its attempts
+        (:func:`med_evals.logs.usage.paid_run_usage`: a resumed run's killed attempts too),
+        ``None`` where it is what the run used (one attempt, nothing unknown) or was not read."""
         if self.paid is None or (self.paid.attempts <= 1 and not self.paid.unknown):
             return None
         vals = list(self.values.values()) if values is None else values
@@ -140,8 +141,8 @@ class Run:
 
     @property
     def setup(self) -> dict[str, Any]:
-        """What produced the run's numbers (:func:`med_evals.logs.comparable.setup_of`): two runs are
-        comparable when :func:`med_evals.logs.comparable.setup_changes` finds no difference."""
+        """What produced the run's numbers (:func:`med_evals.logs.comparable.setup_of`): two runs
+        are comparable when :func:`med_evals.logs.comparable.setup_changes` finds no difference."""
         return setup_of(self.provenance)
 
     @property
@@ -255,7 +256,8 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "data_checksum": data.get("sha256") or data.get("git_blob_sha1"),
         "task_args": dict(log.eval.task_args or {}),
         "prompt": md.get("prompt"),
-        # what the gated numbers depend on in the study's code (med_evals.study.spec.Study.behaviour)
+        # what the gated numbers depend on in the study's code
+        # (med_evals.study.spec.Study.behaviour)
         "behaviour": md.get("behaviour"),
         "scorers": [s.name for s in (log.results.scores if log.results else [])],
         # the scorers' own arguments as Inspect recorded them (encoder, layer, reference, ...)
@@ -264,7 +266,8 @@ def provenance(log: EvalLog) -> dict[str, Any]:
         "max_tokens": gen.max_tokens if gen else None,
         "epochs": log.eval.config.epochs,
         "created": log.eval.created,
-        # every generation setting and the evaluation settings (med_evals.logs.comparable compares them)
+        # every generation setting and the evaluation settings (med_evals.logs.comparable compares
+        # them)
         "generation": gen.model_dump(exclude_none=True) if gen else {},
         "eval_config": log.eval.config.model_dump(exclude_none=True),
         # each model role bound to the run and its model (a grader, a jury's graders)

@@ -20,10 +20,10 @@ provider reports them, ``input_tokens_cache_read`` and ``input_tokens_cache_writ
 for the model's name as the log names it (:func:`read_prices`: the shape of Inspect's
 ``--model-cost-config`` file); the ``total_cost`` Inspect put in the log (it prices each call
 when it has the model's prices: ``--model-cost-config``, ``set_model_cost``); Inspect's own
-model information (:func:`~med_evals.inspect_internals.compat.database_model_info`). The price of a usage is
-Inspect's own formula (:func:`~med_evals.inspect_internals.compat.priced`). A model served by ``replay/`` costs
-nothing here: its cost is the recording's (``none (replayed)``). A run's cost
-(:func:`run_cost`) is the sum of its roles' costs, unknown when one role's is; **cost per
+model information (:func:`~med_evals.inspect_internals.compat.database_model_info`). The price of a
+usage is Inspect's own formula (:func:`~med_evals.inspect_internals.compat.priced`). A model
+served by ``replay/`` costs nothing here: its cost is the recording's (``none (replayed)``). A
+run's cost (:func:`run_cost`) is the sum of its roles' costs, unknown when one role's is; **cost per
 answer** (:func:`cost_per_answer`) divides it by :func:`answer_count`: the correct answers, or
 for the oncology study the valid replies (:data:`PER_VALID_REPLY`; docs/numbers.md, "Tokens and
 cost").
