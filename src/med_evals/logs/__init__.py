@@ -1,0 +1,2 @@
+"""Reading runs back from Inspect logs: per-sample values, comparability, labels, pairing,
+tokens and cost."""
