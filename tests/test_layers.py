@@ -13,7 +13,8 @@ modules share its layer, but for the few named apart (a longer name wins):
 1. ``solvers/`` (the papers' prompts) and ``models/`` (providers)
 2. ``scorers/`` (parsers, scorers, metrics: handed a spec, never importing one)
 3. ``study.checks`` (what a task checks before its run), ``study.fingerprint`` (a spec's
-   behaviour), ``data.builders`` (the MedREQAL builder: its prompts' parsers are the scorers')
+   behaviour), ``study.task`` (the one task builder), ``data.builders`` (the MedREQAL builder:
+   its prompts' parsers are the scorers')
 4. ``tasks/`` (each study's task and its ``SPEC``; the registry of specs in the papers' order)
 5. ``logs/`` (runs read back, comparability, labels, pairs, usage) and ``stats.standing`` (the
    statistics core over runs read back: intervals, trivial rows, what a pair detects, ranks)
@@ -44,6 +45,7 @@ LAYERS: dict[str, int] = {
     "scorers": 2,
     "study.checks": 3,
     "study.fingerprint": 3,
+    "study.task": 3,
     "data.builders": 3,
     "tasks": 4,
     "logs": 5,

@@ -248,9 +248,9 @@ def label_headline(values: Sequence[Value], labels: Sequence[str]) -> dict[str, 
     (MedEvidence, MedREQAL, HealthFC)."""
     rows = rows_of(values)
     return {
-        "accuracy_all": accuracy_of(rows, valid_only=False),
-        "macro_f1_all": macro_f1_of(rows, labels, valid_only=False),
-        "valid_rate": valid_rate_of(rows),
+        "accuracy_all": float(accuracy_of(rows, valid_only=False)),
+        "macro_f1_all": float(macro_f1_of(rows, labels, valid_only=False)),
+        "valid_rate": float(valid_rate_of(rows)),
     }
 
 
@@ -363,9 +363,14 @@ def headline(study: Study | str, label_set: str | None = None) -> Metric:
     if isinstance(study, str):
         study = Study.named(study)
     args = {study.label_arg: label_set} if study.label_arg and label_set else {}
+    # the study's own function (its spec's compute: every headline number, in the headline's
+    # order, as floats), as Study.headline_values calls it for the report and the gate
+    numbers, labels = study.compute, study.labels(args)
+    if numbers is None:
+        raise TypeError(f"{study.task} has no headline numbers")
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: study.headline_values(v, args), "headline")
+        return per_condition(scores, lambda values: dict(numbers(values, labels)), "headline")
 
     return compute
 

@@ -228,10 +228,11 @@ def headline_numbers(
     :func:`summarize_condition` puts intervals on); the valid rate over all samples."""
     valid = valid_values(values)
     e = binary_estimates([v["target"] for v in valid], [v["prediction"] for v in valid])
+    # the headline's order (the primary number first), as floats: what the log records
     return {
-        "valid_rate": valid_rate_of(values),
-        "accuracy_valid": e["accuracy"],
-        "macro_f1_valid": e["macro_f1"],
+        "macro_f1_valid": float(e["macro_f1"]),
+        "accuracy_valid": float(e["accuracy"]),
+        "valid_rate": float(valid_rate_of(values)),
     }
 
 

@@ -27,7 +27,6 @@ from med_evals.data.datasets import (
     resolve_file,
 )
 from med_evals.data.reference_text import reference_record
-from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.generation import generation_means
 from med_evals.scorers.medreqal import (
@@ -38,9 +37,9 @@ from med_evals.scorers.medreqal import (
     verdict,
     verdict_metrics,
 )
-from med_evals.study.params import Flag, check_params
-from med_evals.study.shards import sharded
+from med_evals.study.params import Flag
 from med_evals.study.spec import Study
+from med_evals.study.task import study_params
 from med_evals.tasks.medreqal import (
     VERDICT_CONDITIONS,
     VERDICT_HEADLINE,
@@ -145,39 +144,25 @@ def healthfc(
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
     """
-    p = check_params("healthfc", locals(), **verdict_params(), evidence=Flag())
-    evidence, epochs, bertscore_layers = p.evidence, p.epochs, p.bertscore_layers
-    path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
+    p = study_params(SPEC, locals(), **verdict_params(), evidence=Flag())
+    path, provenance = resolve_file(DATASET, FILE, p.data_dir, p.data_file)
     df = read_healthfc(path)
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     rows = enumerate(df.to_dict("records"))
-    samples = [record_to_sample(row, i, evidence) for i, row in rows]
-    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return sharded("healthfc", verdict_task(
+    return verdict_task(
         SPEC,
-        samples,
+        p,
+        [record_to_sample(row, i, p.evidence) for i, row in rows],
         path,
-        # the study's scorer and its metric set (the route to its numbers: CONTRIBUTING.md)
-        label_scorer=SPEC.make_scorer(
-            full=metrics == "full", scorer_args=bert_cfg.scorer_args(generation_scoring, bertscore)
-        ),
-        prompt=prompt,
-        evidence=evidence,
-        generation_scoring=generation_scoring,
-        bert_cfg=bert_cfg,
-        bertscore=bertscore,
-        judge=judge,
-        subset=subset,
-        epochs=epochs,
-        metrics=metrics,
+        evidence=p.evidence,
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,
             "count_check": count_problem or count_summary(DATASET),
-            "evidence_in_prompt": evidence,
+            "evidence_in_prompt": p.evidence,
             "generation_reference": "en_explanation",
         },
-    ), p.shard, key=question_of, item="question")
+    )
 
 
 SPEC = Study(
@@ -199,4 +184,7 @@ SPEC = Study(
     probe=VERDICT_PROBE,
     subset_source=subset_source,
     datasets=(DATASET,),
+    # a shard keeps every prompt variant of a claim (as MedREQAL's questions)
+    item=question_of,
+    item_name="question",
 )
