@@ -12,6 +12,7 @@ pinned commit, never shipped here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +28,13 @@ from med_evals.data.datasets import (
     resolve_file,
 )
 from med_evals.data.reference_text import reference_record
-from med_evals.scorers.classification import label_headline
-from med_evals.scorers.generation import generation_means
 from med_evals.scorers.medreqal import (
-    ABSTAINING,
     LABEL_CODES,
-    VERDICT,
-    parse_verdict,
-    verdict,
-    verdict_metrics,
 )
 from med_evals.study.params import Flag
-from med_evals.study.spec import Study
 from med_evals.study.task import study_params
+from med_evals.tasks.medreqal import SPEC as MEDREQAL
 from med_evals.tasks.medreqal import (
-    VERDICT_CONDITIONS,
-    VERDICT_HEADLINE,
-    VERDICT_PROBE,
-    question_of,
     verdict_params,
     verdict_task,
 )
@@ -165,26 +155,15 @@ def healthfc(
     )
 
 
-SPEC = Study(
+#: MedREQAL's spec (its scorer, metric set, parser, headline, generation means, conditions and
+#: probe: scorers/medreqal.py, scorers/classification.py) over HealthFC's own data
+SPEC = replace(
+    MEDREQAL,
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
     version="2.1.0",
     fingerprint_recorded="1aba1703396348cc",
-    # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
-    scorer=verdict,
-    metrics=verdict_metrics,
-    label_sets={"verdict": VERDICT},
-    abstaining={"verdict": ABSTAINING},
-    conditions=VERDICT_CONDITIONS,
-    parser=parse_verdict,
-    headline=VERDICT_HEADLINE,
-    # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
-    compute=label_headline,
-    means=generation_means,
-    probe=VERDICT_PROBE,
     subset_source=subset_source,
     datasets=(DATASET,),
-    # a shard keeps every prompt variant of a claim (as MedREQAL's questions)
-    item=question_of,
-    item_name="question",
+    reference_tables=(),
 )
