@@ -3,6 +3,7 @@ numbers by hand, the table's lines exactly, bad input one line with exit 2."""
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from scipy.stats import norm
@@ -40,8 +41,8 @@ def test_items_for_a_drop_of_five_points(tmp_path, capsys):
     p, n, d = 0.8, 250, 0.05
     m, lin = n + C * C, C * C * (2 * p - 1)
     now = (lin + math.sqrt(lin * lin + 8 * C * C * m * p * (1 - p))) / (2 * m)
-    values = [json.loads(open(path).read())["runs"][0]["samples"][k]
-              for k in sorted(json.loads(open(path).read())["runs"][0]["samples"])]
+    samples = json.loads(Path(path).read_text(encoding="utf-8"))["runs"][0]["samples"]
+    values = [samples[k] for k in sorted(samples)]
     se = bootstrap_se(MEDREQAL.headline_values, values, 100)["macro_f1_all"]
     f1 = MEDREQAL.headline_values(values)["macro_f1_all"]
     f1_now = C * math.sqrt(2) * se

@@ -18,14 +18,11 @@ from inspect_ai.scorer import Metric, Score, Scorer, Target, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.classification import (
-    accuracy_all,
     accuracy_valid,
     confusion_counts,
     headline,
     label_counts,
-    macro_f1_all,
     macro_f1_valid,
-    valid_rate,
 )
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
 from med_evals.solvers.generate import GENERATE_ERROR
@@ -73,14 +70,14 @@ def label_value(reply: str | None, target: str, label_set: LabelSet, condition: 
 
 def label_metrics(study: Study, full: bool = False, label_set: str | None = None,
                   **_: Any) -> list[Metric | dict[str, list[Metric]]]:
-    """The headline (:func:`~med_evals.scorers.classification.headline`), then with ``full``
-    accuracy and macro-F1 over all samples and over valid ones, the valid rate, the
-    predicted-label counts and the confusion cells."""
+    """The headline (:func:`~med_evals.scorers.classification.headline`: accuracy and macro-F1
+    over all samples, the valid rate), then with ``full`` accuracy and macro-F1 over the valid
+    replies, the predicted-label counts and the confusion cells (each name logged once)."""
     labels = list(study.labels())
     out: list[Metric | dict[str, list[Metric]]] = [headline(study)]
     if full:
-        out += [accuracy_all(), accuracy_valid(), macro_f1_all(labels), macro_f1_valid(labels),
-                valid_rate(), label_counts(labels), confusion_counts(labels)]
+        out += [accuracy_valid(), macro_f1_valid(labels), label_counts(labels),
+                confusion_counts(labels)]
     return out
 
 

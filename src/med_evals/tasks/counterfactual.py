@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """Counterfactual abstracts: build them with a model, and judge their plausibility.
 
 ``counterfactual_build`` asks a model to flip each trial's primary-endpoint result with minimal
@@ -275,7 +276,7 @@ def counterfactual_judges(
 #: numbers (not studies the report and the gate compare) and no fingerprint.
 BUILD_SPEC = Study(
     task="counterfactual_build",
-    title="Counterfactual abstracts, built by a model (Windisch et al. 2026's method)",
+    title="Counterfactual abstracts of the oncology trials, built and checked",
     version="2.0.0",
     scorer=rewrite_check,
     datasets=(DATASET,),
@@ -283,7 +284,7 @@ BUILD_SPEC = Study(
 )
 JUDGES_SPEC = Study(
     task="counterfactual_judges",
-    title="Counterfactual abstracts, judged by a grader or a jury",
+    title="Plausibility and detectability of the counterfactual abstracts, judged",
     version="2.0.0",  # 2.0.0: judged texts quoted, a jury (scorers.judges)
     scorer=plausibility_judge,
     datasets=(DATASET,),

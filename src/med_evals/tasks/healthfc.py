@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """HealthFC: verifying health claims (Vladika, Schneider, Matthes, LREC-COLING 2024).
 
 750 health questions from the Medizin-transparent fact-checking portal, each with a verdict

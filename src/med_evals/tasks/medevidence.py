@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """MedEvidence: does the outcome go higher, lower, show no difference, an uncertain effect, or
 is data insufficient? (Polzak et al., "Can Large Language Models Match the Conclusions of
 Systematic Reviews?", ICLR 2026.)

@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """MedREQAL: medical knowledge recall as question answering (Vladika, Schneider, Matthes 2024).
 
 2,786 questions generated from the objectives of Cochrane systematic reviews (2018-2023). In a

@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """Oncology RCT evidence use: progressive content removal and counterfactual results.
 
 Windisch et al. 2026, "Evidence use and identifier-conditioned prior knowledge in LLM
@@ -16,7 +17,7 @@ from typing import Any
 import pandas as pd
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
-from inspect_ai.model import GenerateConfig, get_model
+from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import Solver, generate, system_message
 
 from med_evals.data.datasets import (
@@ -28,6 +29,7 @@ from med_evals.data.datasets import (
     read_csv_checked,
     resolve_file,
 )
+from med_evals.inspect_internals.compat import active_model
 from med_evals.scorers.oncology_rct import (
     DEFAULT_FLIP_PAIRS,
     TRIAL_OUTCOME,
@@ -97,11 +99,10 @@ def study_generate_config(model: str | None) -> GenerateConfig:
 
 
 def evaluated_model() -> str | None:
-    """The model under evaluation when the task is built by ``inspect eval`` (else None)."""
-    try:
-        return str(get_model())
-    except Exception:  # noqa: BLE001 - a Task built in Python before any model is named
-        return None
+    """The model under evaluation when the task is built by ``inspect eval`` (None for a Task
+    built in Python before any model is named: no model is made here)."""
+    model = active_model()
+    return str(model) if model is not None else None
 
 
 # --- loading ----------------------------------------------------------------------------------
