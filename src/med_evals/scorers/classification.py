@@ -45,6 +45,11 @@ def per_condition(
     ``fn`` gets each condition's values as rows of the scores' cached
     :class:`~med_evals.scorers.score_table.Table` (same values, same order), which the metric
     functions below read instead of the dicts.
+
+    Not Inspect's ``grouped()``: it keys even one condition by its name, nests a dict-valued
+    ``fn``'s numbers under the condition instead of ``<condition>/<key>``, and groups by sample
+    metadata, which values read back from a log (:func:`metric_values`) do not carry
+    (docs/numbers.md, "Inspect's own parts").
     """
     groups = {g: t.rows() for g, t in table_of(scores).groups("condition").items()}
     results = {g: fn(vals) for g, vals in groups.items()}
