@@ -67,6 +67,16 @@ def per_condition(
     return flat
 
 
+def condition_metric(fn: Callable[[list[Value]], Any], name: str) -> Metric:
+    """The metric function of :func:`per_condition` of ``fn``: what each ``@metric`` below
+    returns."""
+
+    def compute(scores: list[SampleScore]) -> dict[str, Any]:
+        return per_condition(scores, fn, name)
+
+    return compute
+
+
 def each_condition(
     scores: Sequence[SampleScore], fn: Callable[[list[Value]], Any], name: str
 ) -> Any:
@@ -263,70 +273,49 @@ def label_headline(values: Sequence[Value], labels: Sequence[str]) -> dict[str, 
 def accuracy_all() -> Metric:
     """Accuracy over all samples; an invalid or errored reply is wrong."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: accuracy_of(v, False), "accuracy_all")
-
-    return compute
+    return condition_metric(lambda v: accuracy_of(v, False), "accuracy_all")
 
 
 @metric
 def accuracy_valid() -> Metric:
     """Accuracy over samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: accuracy_of(v, True), "accuracy_valid")
-
-    return compute
+    return condition_metric(lambda v: accuracy_of(v, True), "accuracy_valid")
 
 
 @metric
 def macro_f1_all(labels: list[str]) -> Metric:
     """Macro-F1 over ``labels``, all samples (invalid replies are misses)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: macro_f1_of(v, labels, False), "macro_f1_all")
-
-    return compute
+    return condition_metric(lambda v: macro_f1_of(v, labels, False), "macro_f1_all")
 
 
 @metric
 def macro_f1_valid(labels: list[str]) -> Metric:
     """Macro-F1 over ``labels``, samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: macro_f1_of(v, labels, True), "macro_f1_valid")
-
-    return compute
+    return condition_metric(lambda v: macro_f1_of(v, labels, True), "macro_f1_valid")
 
 
 @metric
 def valid_rate() -> Metric:
     """Share of all samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, valid_rate_of, "valid_rate")
-
-    return compute
+    return condition_metric(valid_rate_of, "valid_rate")
 
 
 @metric
 def label_counts(labels: list[str]) -> Metric:
     """How often each label was predicted, and how many replies were invalid or errors."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: counts_of(v, labels), "label_counts")
-
-    return compute
+    return condition_metric(lambda v: counts_of(v, labels), "label_counts")
 
 
 @metric
 def confusion_counts(labels: list[str]) -> Metric:
     """The confusion matrix as ``gold>predicted`` counts (INVALID / ERROR columns included)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: confusion_of(v, labels), "confusion")
-
-    return compute
+    return condition_metric(lambda v: confusion_of(v, labels), "confusion")
 
 
 @metric
@@ -347,10 +336,7 @@ def by_field(field: str, labels: list[str]) -> Metric:
             out[f"{field}={value}/n"] = n[value]
         return out
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, fn, f"by_{field}")
-
-    return compute
+    return condition_metric(fn, f"by_{field}")
 
 
 # --- the headline metric, and a metric set over values read back --------------------
@@ -369,10 +355,7 @@ def headline(study: Study | str, label_set: str | None = None) -> Metric:
         study = Study.named(study)
     args = {study.label_arg: label_set} if study.label_arg and label_set else {}
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: study.headline_values(v, args), "headline")
-
-    return compute
+    return condition_metric(lambda v: study.headline_values(v, args), "headline")
 
 
 def metric_values(
