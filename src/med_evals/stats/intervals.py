@@ -46,7 +46,12 @@ def wald_interval(p: float, n: int, z: float = STUDY_Z) -> tuple[float, float]:
 
 
 def wilson_interval(p: float, n: int) -> tuple[float, float]:
-    """95% Wilson score interval for a proportion p observed over n trials."""
+    """95% Wilson score interval for a proportion p observed over n trials (statsmodels).
+
+    Not Inspect's ``ci_wilson()``: the same formula, computed in another order, it differs in
+    the last digits (measured: 5,451 of the 7,259 (k, n) with n < 120, at most 4.4e-16), and
+    the oncology study's logged intervals (``accuracy_wilson_lo``, ...) are this function's.
+    """
     if n == 0 or p is None or math.isnan(p):
         return (math.nan, math.nan)
     lo, hi = proportion_confint(p * n, n, alpha=ALPHA_95, method="wilson")
