@@ -140,8 +140,9 @@ def clustered_wilson_interval(
 # of 60 paired differences, 58 differed (interval or standard error). Those would change the
 # report's, the gate's and ``diff``'s digits, so they are not used.
 
-#: positions drawn in one batch at most (scipy holds a batch's draws at once: 8 MiB)
-BATCH_DRAWS = 2**20
+#: positions drawn in one batch at most: scipy holds a batch's draws, the values at them and a
+#: copy at once (3 x 2 MiB here, twice that for a pair; bench/bench_bootstrap.py)
+BATCH_DRAWS = 2**18
 
 
 def _distribution(
