@@ -6,8 +6,11 @@ import math
 import pytest
 from scipy.stats import norm
 
-from med_evals.stats.clustered import clustered_proportion
-from med_evals.stats.intervals import bootstrap_difference, bootstrap_interval
+from med_evals.stats.intervals import (
+    bootstrap_difference,
+    bootstrap_interval,
+    clustered_wilson_interval,
+)
 from med_evals.stats.standing import (
     Entry,
     detectable,
@@ -96,8 +99,7 @@ def test_intervals_clustered_by_review():
     iv = headline_intervals(MEDEVIDENCE, Entry("a", values, {}, sources), n_boot=40)
     acc = iv["accuracy_all"]
     assert acc.value == 4 / 6 and acc.clusters == 2 and acc.shared
-    expected = clustered_proportion([1, 0, 1, 1, 0, 1], ["r1"] * 3 + ["r2"] * 3)
-    assert acc.clustered == expected["wilson_clustered"]
+    assert acc.clustered == clustered_wilson_interval([1, 0, 1, 1, 0, 1], ["r1"] * 3 + ["r2"] * 3)
     assert acc.interval == pytest.approx(wilson(4, 6), abs=1e-12)
     f1 = iv["macro_f1_all"]
     ordered = [values[k] for k in sorted(values)]

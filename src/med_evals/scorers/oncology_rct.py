@@ -47,12 +47,12 @@ from sklearn.metrics import confusion_matrix
 from med_evals.scorers.classification import (
     accuracy_codes,
     accuracy_valid,
+    condition_metric,
     encode,
     f1_per_label_codes,
     headline,
     macro_f1_valid,
     macro_of,
-    per_condition,
     valid_rate,
     valid_rate_of,
 )
@@ -367,11 +367,7 @@ def _summary(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:
     """A metric applying ``fn`` to each condition's summary."""
-
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda values: fn(_summary(values)), name)
-
-    return compute
+    return condition_metric(lambda values: fn(_summary(values)), name)
 
 
 def _strict(key: str, name: str) -> Metric:

@@ -1,10 +1,8 @@
-"""Where runs stand: the statistics core (:mod:`med_evals.stats.trivial`,
-:mod:`med_evals.stats.power`,
-:mod:`med_evals.stats.ranking`, :mod:`med_evals.stats.clustered`) over runs read back, for the
-report and
-``med-evals compare``, ``diff``, ``regress`` and ``power``. Each function here only chooses the
-samples and the method; the numbers are the core's (docs/numbers.md, "What a number can
-say").
+"""Where runs stand: the statistics core (:mod:`med_evals.stats.intervals`,
+:mod:`med_evals.stats.trivial`, :mod:`med_evals.stats.power`, :mod:`med_evals.stats.ranking`)
+over runs read back, for the report and ``med-evals compare``, ``diff``, ``regress`` and
+``power``. Each function here only chooses the samples and the method; the numbers are the
+core's (docs/numbers.md, "What a number can say").
 
 - **Which headline numbers are proportions** (:data:`PROPORTIONS`, ours): accuracy over all
   samples (right = the label is the target), accuracy over valid predictions (right among the
@@ -36,8 +34,12 @@ from typing import Any
 from med_evals.logs.labels import Group, ordered_conditions
 from med_evals.logs.pairs import correct
 from med_evals.stats import power
-from med_evals.stats.clustered import clustered_proportion
-from med_evals.stats.intervals import bootstrap_interval, bootstrap_se, wilson_interval
+from med_evals.stats.intervals import (
+    bootstrap_interval,
+    bootstrap_se,
+    clustered_wilson_interval,
+    wilson_interval,
+)
 from med_evals.stats.ranking import PairTest, Ranked, rank_runs
 from med_evals.stats.trivial import TrivialRow, beats_trivial, best_trivial, trivial_rows
 from med_evals.study.spec import Study
@@ -146,8 +148,9 @@ def compute_headline_intervals(
     """Each headline number's 95% interval over ``entry``'s samples: Wilson for a proportion,
     the percentile bootstrap of the headline function (``n_boot`` resamples, seeded) for the
     rest; beside each, where the samples' sources are recorded, the interval clustered by
-    source (:func:`med_evals.stats.clustered.clustered_proportion`'s Wilson interval; for the rest,
-    the cluster bootstrap of :func:`med_evals.stats.intervals.bootstrap_interval`)."""
+    source (Inspect's clustered Wilson interval,
+    :func:`med_evals.stats.intervals.clustered_wilson_interval`; for the rest, the cluster
+    bootstrap of :func:`med_evals.stats.intervals.bootstrap_interval`)."""
     values = entry.ordered()
     ids = sorted(entry.values)
     numbers = study.headline_values(values, entry.task_args)
@@ -169,10 +172,7 @@ def compute_headline_intervals(
             what, over_valid = PROPORTIONS[h.name]
             mine = [s for v, s in zip(values, sources, strict=True) if v["valid"] or not over_valid]
             lo_hi = wilson_interval(value, len(hits))
-            clustered = None
-            if known:
-                clustered = clustered_proportion(hits, mine)["wilson_clustered"] if hits else (
-                    math.nan, math.nan)
+            clustered = clustered_wilson_interval(hits, mine) if known else None
             out[h.name] = Interval(h.name, value, "Wilson", lo_hi, len(hits), clustered,
                                    len(set(mine)) if known else 0,
                                    known and len(set(mine)) < len(mine))

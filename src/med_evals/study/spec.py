@@ -213,7 +213,8 @@ class Study:
     abstaining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the sample metadata key naming each sample's source, where several samples share one
     #: (the oncology trial behind each condition's sample, MedEvidence's review): intervals
-    #: clustered by it stand beside the plain ones (:mod:`med_evals.stats.clustered`); None: the
+    #: clustered by it stand beside the plain ones
+    #: (:func:`med_evals.stats.intervals.clustered_wilson_interval`); None: the
     #: data records none
     source: str | None = None
 
