@@ -183,6 +183,10 @@ def test_the_bootstrap_route_has_the_discordance_routes_floor():
     assert math.isinf(acc["difference"]) and math.isinf(f1["difference"])
     assert detectable_text(acc) == detectable_text(f1) == (
         "none (only 2 of 100 samples differ: too few)")
+    # the report's cells (table "What each pair can detect"): the same words for both
+    from med_evals.commands.report.standing import detectable_cell
+
+    assert detectable_cell(acc) == detectable_cell(f1) == "none (too few differ)"
     # above the floor the bootstrap route is c * se as before: 9 of 100 differ (9 > c^2 (1 -
     # 0.09) = 7.14)
     vc = [v for _, v in sorted(onc(golds, "NP" * 4 + "N" + golds[9:]).items())]
@@ -196,6 +200,7 @@ def test_the_bootstrap_route_has_the_discordance_routes_floor():
     assert same["macro_f1_valid"]["se"] == 0
     assert {detectable_text(d) for d in same.values()} == {
         "none (the runs never disagree on the 100 samples)"}
+    assert {detectable_cell(d) for d in same.values()} == {"none (never differ)"}
 
 
 def test_ranks_with_one_separable_and_one_inseparable_pair():
