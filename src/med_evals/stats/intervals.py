@@ -195,6 +195,7 @@ def bootstrap_difference(
     b: Sequence[Any],
     n_boot: int = 1000,
     seed: int = 0,
+    one_sided: float | None = None,
 ) -> dict[str, dict[str, float]]:
     """``fn(a) - fn(b)`` for every number ``fn`` returns, with a 95% paired percentile bootstrap.
 
@@ -204,7 +205,9 @@ def bootstrap_difference(
     function that made the numbers. Resamples where a number is undefined (NaN, e.g. no valid
     prediction drawn) are left out. ``se`` is the standard deviation (ddof=1) of the resampled
     differences: the bootstrap standard error of the difference (NaN with fewer than two
-    defined resamples).
+    defined resamples). With ``one_sided`` (a level, 0.05), also ``lower``: the one-sided
+    ``1 - one_sided`` lower bound of the difference, the ``100 * one_sided`` percentile of the
+    same resampled differences (the gate's ``--margin``).
     """
     if len(a) != len(b):
         raise ValueError("paired value lists differ in length")
@@ -216,6 +219,8 @@ def bootstrap_difference(
     if n == 0:
         for d in out.values():
             d.update(lo=math.nan, hi=math.nan, se=math.nan, n=0)
+            if one_sided is not None:
+                d["lower"] = math.nan
         return out
     keys = list(fa)
 
@@ -228,6 +233,8 @@ def bootstrap_difference(
         xs = _defined(row)
         lo, hi = _percentiles(xs)
         out[k].update(lo=lo, hi=hi, se=_sd(xs), n=n)
+        if one_sided is not None:
+            out[k]["lower"] = float(np.percentile(xs, 100 * one_sided)) if xs.size else math.nan
     return out
 
 
