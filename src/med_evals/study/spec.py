@@ -195,6 +195,12 @@ class Study:
     #: sample itself. ``item_name`` says what an item is, in messages and the shard record.
     item: Callable[[Sample], Hashable] = _sample_id
     item_name: str = "sample"
+    #: the keys of the per-sample score value ``inspect view``'s sample list shows beside the
+    #: sample's id, input (what the sample asks), gold (target) and predicted label (answer),
+    #: with their headers (:func:`med_evals.study.task.viewer_of`); the list is sorted by
+    #: ``view_sort`` (value keys) and then the sample id
+    view_scores: Mapping[str, str] = field(default_factory=lambda: {"valid": "Valid label"})
+    view_sort: tuple[str, ...] = ()
     #: the task argument choosing the label set (None: one label set)
     label_arg: str | None = None
     #: the generation means (ROUGE-L, BERTScore) of one condition's values, key -> mean

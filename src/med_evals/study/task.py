@@ -21,6 +21,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer, ScoreReducer
 from inspect_ai.solver import Solver
+from inspect_ai.viewer import TaskSamplesColumn, TaskSamplesSort, TaskSamplesView, ViewerConfig
 
 from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.reducers import majority_label
@@ -54,6 +55,35 @@ def subset_items(spec: Study, subset: str | None, texts: Mapping[str, str]) -> l
     if not subset:
         return None
     return select(texts, load_subset(spec.task, subset), texts)
+
+
+#: the sample list's built-in columns the task views leave out (their data stays one click away:
+#: the viewer's Columns menu)
+HIDDEN_COLUMNS = ("sampleStatus", "epoch", "tokens", "duration", "error", "retries", "limit")
+
+
+def viewer_of(spec: Study, scorer: str, value_keys: Sequence[str] = (),
+              conditions: bool = True) -> ViewerConfig:
+    """How ``inspect view`` lists the task's samples: each by its id, what it asks (the
+    sample's input: the claim, the question, the trial's text), its gold label (target), the
+    label read from the reply (answer) and the spec's ``view_scores`` (its ``condition`` only
+    in a run with ``conditions``), sorted by the spec's ``view_sort`` and then the id; the other
+    keys of the score value (``value_keys``) and the built-in columns of :data:`HIDDEN_COLUMNS`
+    hidden."""
+    views = {k: v for k, v in spec.view_scores.items() if conditions or k != "condition"}
+    shown = [TaskSamplesColumn.score(scorer, key) for key in views]
+    hidden = [TaskSamplesColumn.score(scorer, key, visible=False)
+              for key in value_keys if key not in views]
+    return ViewerConfig(task_samples_view=TaskSamplesView(
+        name=spec.title,
+        columns=[TaskSamplesColumn(id="sampleId"), TaskSamplesColumn(id="input"),
+                 TaskSamplesColumn(id="target"), TaskSamplesColumn(id="answer"), *shown,
+                 *hidden, *(TaskSamplesColumn(id=c, visible=False) for c in HIDDEN_COLUMNS)],
+        sort=[*(TaskSamplesSort.score(scorer, key) for key in spec.view_sort),
+              TaskSamplesSort(column="sampleId")],
+        score_labels=views,
+        multiline=True,
+    ))
 
 
 def study_task(
@@ -118,6 +148,8 @@ def study_task(
         # what the gated numbers depend on in the code (the gate compares it, not the version)
         recorded["behaviour"] = spec.behaviour(task_args)
         recorded["subset"] = getattr(p, "subset", None)
+    value_keys = sorted({k for v in spec.probe.values(None) for k in v}) if spec.probe else []
+    conditions = any((s.metadata or {}).get("condition") for s in samples)
     task = Task(
         dataset=MemoryDataset(list(samples), name=dataset or spec.task, location=location),
         solver=generate_or_record_error() if solver is None else solver,
@@ -129,6 +161,7 @@ def study_task(
         # the viewer's score column: the study's headline first
         headline_metric=spec.scorer_name if spec.headline else None,
         metadata=recorded,
+        viewer=viewer_of(spec, spec.scorer_name, value_keys, conditions),
     )
     return sharded(spec.task, task, getattr(p, "shard", None), key=spec.item,
                    item=spec.item_name)

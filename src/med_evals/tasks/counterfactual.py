@@ -281,6 +281,7 @@ BUILD_SPEC = Study(
     scorer=rewrite_check,
     datasets=(DATASET,),
     item_name="trial",  # a sample is a trial
+    view_scores={"status": "Status", "reason": "Rejected because", "grader": "Grader's label"},
 )
 JUDGES_SPEC = Study(
     task="counterfactual_judges",
@@ -288,6 +289,7 @@ JUDGES_SPEC = Study(
     version="2.0.0",  # 2.0.0: judged texts quoted, a jury (scorers.judges)
     scorer=plausibility_judge,
     datasets=(DATASET,),
+    view_scores={},  # the jury's rating or pick is the answer column
 )
 
 

@@ -355,4 +355,6 @@ SPEC = Study(
     # a shard and a subset keep every condition of a question (compared question by question)
     item=lambda s: (s.metadata or {})["question_id"],
     item_name="question",
+    view_scores={"condition": "Condition", "evidence_quality": "Evidence quality",
+                 "correct": "Correct"},
 )

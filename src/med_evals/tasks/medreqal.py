@@ -393,4 +393,6 @@ SPEC = Study(
     # a shard keeps every prompt variant of a question (the prompt spread is per question)
     item=question_of,
     item_name="question",
+    # inspect view: the prompt variant in a run of several, the label's validity, ROUGE-L
+    view_scores={"condition": "Prompt", "valid": "Valid label", "rouge_l": "ROUGE-L"},
 )

@@ -463,4 +463,7 @@ SPEC = Study(
     # a shard and a subset keep every condition of a trial (the flip rates pair them)
     item=lambda s: (s.metadata or {})["trial"],
     item_name="trial",
+    # inspect view: a trial's conditions together, each with its gold, its label, correct or not
+    view_scores={"condition": "Condition", "correct": "Correct"},
+    view_sort=("trial",),
 )
