@@ -52,7 +52,7 @@ def attribute(stacks: Path, rate: float) -> list[tuple[str, float, float]]:
     """(area, seconds, share) per area, then pydantic's seconds and share across all."""
     counts: Counter[str] = Counter()
     pydantic = total = 0
-    for line in stacks.read_text().splitlines():
+    for line in stacks.read_text(encoding="utf-8").splitlines():
         stack, _, n_text = line.rpartition(" ")
         n = int(n_text)
         total += n

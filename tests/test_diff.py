@@ -140,6 +140,21 @@ def test_errors_are_one_line_exit_2(logs, capsys, tmp_path, which, extra, expect
 
 
 @pytest.mark.slow
+def test_a_condition_runs_without_conditions_do_not_have(logs, capsys):
+    """MedREQAL runs of one prompt variant record no condition: ``--condition chat`` says so
+    (before: "did you mean chat? (both have: )"); a condition both runs lack is never offered
+    as its own correction."""
+    code, out, err = _diff(capsys, logs["medreqal"], logs["medreqal"], "--condition", "chat")
+    assert code == 2 and out == ""
+    assert err == ("med-evals diff: error: --condition chat: the runs record no condition (all "
+                   "their samples are one group, compared whole); leave --condition out\n")
+    code, _, err = _diff(capsys, logs["a"], logs["b"], "--condition", "doi_only")
+    assert code == 2 and "did you mean doi_only" not in err
+    assert err.startswith("med-evals diff: error: --condition doi_only: not a condition both "
+                          "runs have")
+
+
+@pytest.mark.slow
 def test_what_the_pair_detects_and_each_side_against_trivial(logs, capsys):
     """Counterfactual condition, 6 trials (gold 3 positive, 3 negative): A right on all; B
     answers POSITIVE, invalid on trials 1 and 4, so valid on 4 (3 of them negative): its F1

@@ -13,7 +13,8 @@ modules share its layer, but for the few named apart (a longer name wins):
 1. ``solvers/`` (the papers' prompts) and ``models/`` (providers)
 2. ``scorers/`` (parsers, scorers, metrics: handed a spec, never importing one)
 3. ``study.checks`` (what a task checks before its run), ``study.fingerprint`` (a spec's
-   behaviour), ``data.builders`` (the MedREQAL builder: its prompts' parsers are the scorers')
+   behaviour), ``study.task`` (the one task builder), ``data.builders`` (the MedREQAL builder:
+   its prompts' parsers are the scorers')
 4. ``tasks/`` (each study's task and its ``SPEC``; the registry of specs in the papers' order)
 5. ``logs/`` (runs read back, comparability, labels, pairs, usage) and ``stats.standing`` (the
    statistics core over runs read back: intervals, trivial rows, what a pair detects, ranks)
@@ -26,6 +27,7 @@ Within a layer, the units' graph has no cycle.
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -44,6 +46,7 @@ LAYERS: dict[str, int] = {
     "scorers": 2,
     "study.checks": 3,
     "study.fingerprint": 3,
+    "study.task": 3,
     "data.builders": 3,
     "tasks": 4,
     "logs": 5,
@@ -216,3 +219,61 @@ def test_the_private_import_rule_catches_each_form():
     assert private_inspect_imports("from inspect_ai.model import _private")
     assert not private_inspect_imports("from inspect_ai.model import get_model")
     assert private_inspect_imports(COMPAT.read_text())  # _compat itself does
+
+
+COMPAT_TESTS = REPO / "tests" / "inspect_internals" / "test_compat.py"
+#: the reason every private import of compat gives the field's lint, on the import's lines
+PRIVATE_REASON = re.compile(
+    r"# inspect-evals-lint: ignore\[private_api_imports\] -- "
+    r"no public API in inspect_ai \d+\.\d+\.\d+: \S"
+)
+
+
+def compat_private_imports() -> list[tuple[str, str]]:
+    """(name compat exposes it by, the import's source lines) of each private import of
+    compat: the imported name at the top of the module, the enclosing function's name for an
+    import inside a function (``openai_batcher`` imports ``OpenAIBatcher``)."""
+    text = COMPAT.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    found: list[tuple[str, str]] = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef):
+                visit(child, child.name)
+            elif isinstance(child, ast.ImportFrom) and private_inspect_imports(ast.unparse(child)):
+                source = "\n".join(lines[child.lineno - 1 : child.end_lineno])
+                found.extend((function or a.asname or a.name, source) for a in child.names)
+            else:
+                visit(child, function)
+
+    visit(ast.parse(text), None)
+    return found
+
+
+def test_each_private_import_says_why_and_has_its_test():
+    """Each private import of compat carries the lint's suppression with its reason (no public
+    API in that Inspect release, and what it is for), and tests/inspect_internals/test_compat.py
+    checks the name's behaviour (it calls ``compat.<name>``): a new private import without
+    either fails here."""
+    imports = compat_private_imports()
+    assert len(imports) >= 10, imports  # the parse found them
+    tests = COMPAT_TESTS.read_text(encoding="utf-8")
+    unexplained = [name for name, source in imports if not PRIVATE_REASON.search(source)]
+    untested = sorted({name for name, _ in imports if f"compat.{name}" not in tests})
+    assert not unexplained, f"suppress with the reason: {unexplained}"
+    assert not untested, f"add a test to {COMPAT_TESTS.name}: {untested}"
+
+
+def test_the_compat_rule_catches_an_untested_or_unexplained_import(tmp_path, monkeypatch):
+    empty = tmp_path / "test_compat.py"
+    empty.write_text("", encoding="utf-8")
+    monkeypatch.setattr(f"{__name__}.COMPAT_TESTS", empty)
+    with pytest.raises(AssertionError, match="add a test to test_compat.py: .*active_model"):
+        test_each_private_import_says_why_and_has_its_test()
+    bare = tmp_path / "compat.py"
+    bare.write_text("from inspect_ai._util.error import PrerequisiteError\n" * 10,
+                    encoding="utf-8")
+    monkeypatch.setattr(f"{__name__}.COMPAT", bare)
+    with pytest.raises(AssertionError, match="suppress with the reason: .*PrerequisiteError"):
+        test_each_private_import_says_why_and_has_its_test()

@@ -16,8 +16,10 @@ from med_evals.stats.power import (
     gate_drop_from_se,
     independent_discordance,
     min_paired_n,
+    one_sided,
     pair_detectable,
     size_for_drop,
+    too_few_differ,
     z_sum,
 )
 
@@ -165,3 +167,46 @@ def test_mde_from_a_bootstrap_standard_error():
     p = 0.8
     assert gate_drop_from_se(math.sqrt(p * (1 - p) / n)) == pytest.approx(
         C * math.sqrt(independent_discordance(p, 0) / n))
+
+
+def test_one_floor_for_every_number():
+    """``too_few_differ`` is the discordance route's edge: inf exactly below it (n q <
+    c^2 (1 - q), or fewer than 6 samples)."""
+    for n in (5, 6, 20, 100, 250):
+        for k in range(0, min(n, 12) + 1):
+            below = bool(n < 6 or k < C * C * (1 - k / n))
+            assert too_few_differ(n, k) is below, (n, k)
+            assert math.isinf(detectable_difference(n, k / n)) is below, (n, k)
+    assert too_few_differ(100, 7) and not too_few_differ(100, 8)  # 7.85 (1 - q) between
+    assert too_few_differ(0, 0)
+
+
+def test_one_sided_sizes_are_the_two_sided_at_twice_alpha():
+    """The equivalence gate's (``--margin``) critical value: z_{0.95}, the two-sided test's
+    at 0.10; c = 1.6449 + 0.8416 = 2.4865."""
+    assert one_sided() == 0.10
+    assert z_sum(one_sided()) == pytest.approx(norm.ppf(0.95) + norm.ppf(0.80))
+    assert round(z_sum(one_sided()), 4) == 2.4865
+    c1 = norm.ppf(0.95) + norm.ppf(0.80)
+    q = 2 * 0.8 * 0.2 + 0.02 * 0.6  # a run 0.02 worse, errors independent
+    assert size_for_drop(0.02, 0.8, alpha=one_sided()) == math.ceil(c1**2 * (q - 0.0004) / 0.0004)
+
+
+@pytest.mark.parametrize("n,p", [(1000, 0.8), (400, 0.7)])
+def test_a_run_as_good_as_its_baseline_passes_the_margin_it_is_sized_for(n, p):
+    """Simulation: a new run with the baseline's accuracy p, its errors independent of the
+    baseline's, on n samples; the gate passes when the one-sided 95% bound of the paired
+    difference, d - z_{0.95} sd(d) / sqrt(n), lies above -m. At the margin ``gate_drop``
+    gives for a one-sided test, it passes at least 80% of the time (the variance taken at the
+    margin, not at 0: a little more, ours)."""
+    m = gate_drop(n, p, alpha=one_sided())
+    rng = np.random.default_rng(0)
+    reps = 4000
+    old = rng.random((reps, n)) < p
+    new = rng.random((reps, n)) < p
+    d = new.astype(float) - old.astype(float)
+    bound = d.mean(axis=1) - norm.ppf(0.95) * d.std(axis=1, ddof=1) / math.sqrt(n)
+    passed = float(np.mean(bound > -m))
+    assert 0.80 <= passed <= 0.87, passed
+    # half the margin: far less often
+    assert float(np.mean(bound > -m / 2)) < 0.5

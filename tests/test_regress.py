@@ -137,9 +137,23 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     assert json.loads(path.read_text())["runs"][0]["task"] == "oncology_rct"
     assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["same"])]) == 0
     same = capsys.readouterr().out.splitlines()
-    # identical replies: the pair never differs, so it shows no detectable drop at all
-    assert ("  oncology_rct / mockllm/reader accuracy_valid: this gate detects no drop of any "
-            f"size (the runs never disagree on the {N_TRIALS} samples)") in same
+    # identical replies: the pair never differs, so it detects nothing itself; the gate says
+    # what the baseline alone lets it detect (med-evals power's rule: a baseline at accuracy
+    # p = 0.9, the new run's errors independent of it)
+    from scipy.stats import norm
+
+    c = norm.ppf(0.975) + norm.ppf(0.80)
+
+    def alone(p: float, n: int = N_TRIALS) -> float:
+        m, lin = n + c * c, c * c * (2 * p - 1)
+        return (lin + math.sqrt(lin * lin + 8 * c * c * m * p * (1 - p))) / (2 * m)
+
+    assert ("  oncology_rct / mockllm/reader accuracy_valid: the pair detects no drop of any "
+            f"size (the runs never disagree on the {N_TRIALS} samples); from the baseline "
+            f"alone, a gate on these {N_TRIALS} samples detects drops of at least "
+            f"{100 * alone(0.9):.1f} points ({alone(0.9):.3f}; the new run's errors "
+            "independent of the baseline's)") in same
+    assert round(alone(0.9), 3) == 0.198
     assert cli_main(["regress", *NB, "--baseline", str(path), str(runs["worse"])]) == 1
     out = capsys.readouterr().out
     assert "REGRESSION" in out and "old" in out and "diff" in out
@@ -147,9 +161,8 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
     assert f"gated for oncology_rct: {names} (headline metrics, paired bootstrap)" in out
     # what the gate detects on the 60 trials compared: accuracy (every reply valid in both)
     # from the trials the two runs differ on, c * sqrt(q / (n + c^2)); macro-F1 from the
-    # paired bootstrap's se; the valid rate never differs
-    from scipy.stats import norm
-
+    # paired bootstrap's se; the valid rate never differs (from the baseline alone, at 1:
+    # c^2 / (n + c^2))
     from med_evals.stats.intervals import bootstrap_difference
 
     old = json.loads(path.read_text())["runs"][0]["samples"]
@@ -164,16 +177,20 @@ def test_cli_gate_exit_codes(runs, tmp_path, capsys):
                               [old[i] for i in ids], n_boot=N_BOOT)["macro_f1_valid"]["se"]
     lines = out.splitlines()
     i = lines.index("what each gate can detect (80% power, α = 0.05, on the samples compared, "
-                    "at their observed differences; `med-evals power` sizes a gate from the "
-                    "baseline alone; docs/numbers.md):")
+                    "at their observed differences; where too few differ, from the baseline "
+                    "alone, as `med-evals power` sizes a gate; docs/numbers.md):")
     who = "  oncology_rct / mockllm/reader"
+    valid = c * c / (N_TRIALS + c * c)
+    assert alone(1.0) == pytest.approx(valid)
     assert lines[i + 1:i + 4] == [
         f"{who} macro_f1_valid: this gate detects drops of at least {100 * c * se:.1f} points "
         f"({c * se:.3f}; 2.80 × the paired bootstrap's standard error {se:.3f})",
         f"{who} accuracy_valid: this gate detects drops of at least {100 * mde:.1f} points "
         f"({mde:.3f}; from the discordance: {differ} of {N_TRIALS} samples differ)",
-        f"{who} valid_rate: this gate detects no drop of any size (the runs never disagree on "
-        f"the {N_TRIALS} samples)",
+        f"{who} valid_rate: the pair detects no drop of any size (the runs never disagree on "
+        f"the {N_TRIALS} samples); from the baseline alone, a gate on these {N_TRIALS} "
+        f"samples detects drops of at least {100 * valid:.1f} points ({valid:.3f}; the new "
+        "run's errors independent of the baseline's)",
     ]
     assert 10 < differ < 30
 
@@ -477,7 +494,7 @@ def test_n_boot_is_an_option(runs, tmp_path, capsys, monkeypatch):
     real = regress_module.regress
 
     def spy(baseline, logs, n_boot=1000, all_metrics=False, prices=None, usage=None,
-            models=None):
+            models=None, margin=None):
         seen.append(n_boot)
         return real(baseline, logs, n_boot=100, all_metrics=all_metrics)
 
@@ -669,3 +686,240 @@ def test_a_format_2_baseline_of_the_last_version_to_write_it_still_gates(runs, m
     rows, _ = regress(_format_2(baseline, "1.9.0"), [runs["same"]], n_boot=100)
     assert [(r.verdict, r.detail) for r in rows] == [
         ("setup changed", f"changed: task_version 1.9.0 -> {today}")]
+
+
+# --- the equivalence gate (--margin), issue 44 item 2 --------------------------------------
+
+
+def _hand(values: list[dict]) -> dict[str, float]:
+    """The oncology headline by hand: accuracy over valid replies counted, the valid rate,
+    macro-F1 over valid replies by scikit-learn."""
+    from sklearn.metrics import f1_score
+
+    valid = [v for v in values if v["valid"]]
+    labels = ["POSITIVE", "NEGATIVE"]
+    return {
+        "macro_f1_valid": float(f1_score([v["target"] for v in valid],
+                                         [v["prediction"] for v in valid], labels=labels,
+                                         average="macro", zero_division=0)),
+        "accuracy_valid": sum(v["prediction"] == v["target"] for v in valid) / len(valid),
+        "valid_rate": len(valid) / len(values),
+    }
+
+
+def _hand_bounds(old: dict, new: dict, n_boot: int = N_BOOT) -> dict[str, tuple]:
+    """Per headline number of new - old over the shared samples, by hand: (the one-sided 95%
+    lower bound, the 95% interval's ends): the 5th, 2.5th and 97.5th percentiles of the
+    differences over ``n_boot`` paired resamples (numpy's default_rng(0), the n positions
+    drawn with replacement, the same positions in both runs)."""
+    import numpy as np
+
+    ids = sorted(set(old) & set(new))
+    o, nw = [old[i] for i in ids], [new[i] for i in ids]
+    rng = np.random.default_rng(0)
+    diffs: dict[str, list[float]] = {}
+    for _ in range(n_boot):
+        idx = rng.integers(0, len(ids), len(ids))
+        a, b = _hand([nw[i] for i in idx]), _hand([o[i] for i in idx])
+        for k in a:
+            diffs.setdefault(k, []).append(a[k] - b[k])
+    return {k: (float(np.percentile(v, 5)), *map(float, np.percentile(v, [2.5, 97.5])))
+            for k, v in diffs.items()}
+
+
+def _c1_alone_at_1(n: int) -> float:
+    """The margin a gate on n samples rules out from a baseline at a valid rate of 1 alone
+    (80% power, one-sided at 0.05; a run m worse, errors independent: discordance q = m, so
+    m^2 n = c^2 (m - m^2)): c^2 / (n + c^2), c = z_0.95 + z_0.80."""
+    from scipy.stats import norm
+
+    c = norm.ppf(0.95) + norm.ppf(0.80)
+    return c * c / (n + c * c)
+
+
+@pytest.mark.slow
+def test_the_equivalence_gate_pass_undecided_and_regression_by_hand(runs, tmp_path, capsys):
+    """``--margin``: pass only when the one-sided 95% paired bound of new - old rules out a
+    drop larger than the margin, undecided (3) when it does not, a regression (1) as without
+    it. The baseline (wrong on every 10th trial) and a run wrong on every 9th differ on 12 of
+    the 60 trials (6 each way): accuracy and macro-F1 are judged on the paired bootstrap's 5th
+    percentile (by hand below); the valid rate never differs (every reply valid), so it is
+    judged from the baseline alone: the margin 60 samples of a baseline at 1 rule out,
+    c^2 / (n + c^2) = 0.093."""
+    path = tmp_path / "baseline.json"
+    assert cli_main(["baseline", str(runs["baseline"]), "-o", str(path)]) == 0
+    old = json.loads(path.read_text())["runs"][0]["samples"]
+    new = make_baseline([runs["slightly"]])["runs"][0]["samples"]
+    hand = _hand_bounds(old, new)
+    acc, f1 = hand["accuracy_valid"][0], hand["macro_f1_valid"][0]
+    valid = _c1_alone_at_1(N_TRIALS)
+    assert round(valid, 3) == 0.093 and -0.15 < min(acc, f1) and max(acc, f1) < -0.05
+    who = "oncology_rct / mockllm/reader"
+    capsys.readouterr()
+
+    # pass: every bound above -0.15, the valid rate's 0.093 below it
+    assert cli_main(["regress", *NB, "--margin", "0.15", "--baseline", str(path),
+                     str(runs["slightly"])]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[-1] == (
+        "pass: 3 gated metric(s) tested, each no worse than its baseline by more than 0.15 "
+        "(one-sided 95% paired bootstrap; 1 from the baseline alone, too few samples "
+        "differing), 0 regressions")
+    row = next(line for line in out.splitlines() if " accuracy_valid " in line)
+    lo, hi = hand["accuracy_valid"][1:]
+    assert row.endswith(f"no worse     headline, paired bootstrap n={N_TRIALS} 95% CI of diff "
+                        f"{lo:+.3f} to {hi:+.3f}; one-sided 95% lower bound {acc:+.3f} vs "
+                        "margin -0.150")
+
+    # undecided: 0.05 is not ruled out by the pair, nor by the baseline alone for the valid rate
+    assert cli_main(["regress", *NB, "--margin", "0.05", "--baseline", str(path),
+                     str(runs["slightly"])]) == 3
+    assert _last_lines(capsys) == [
+        f"undecided: {who} macro_f1_valid: a drop larger than the margin 0.05 is not ruled "
+        f"out (one-sided 95% lower bound of new - old {f1:+.3f}); `med-evals power --margin "
+        "0.05` sizes a subset that can",
+        f"undecided: {who} accuracy_valid: a drop larger than the margin 0.05 is not ruled "
+        f"out (one-sided 95% lower bound of new - old {acc:+.3f}); `med-evals power --margin "
+        "0.05` sizes a subset that can",
+        f"undecided: {who} valid_rate: the runs never disagree on the {N_TRIALS} samples: the "
+        f"paired interval shows nothing, and from the baseline alone a gate on these "
+        f"{N_TRIALS} samples rules out drops larger than {valid:.3f} only (80% power), not "
+        "0.05; `med-evals power --margin 0.05` sizes a subset that can",
+        "UNDECIDED: the gate cannot decide (3 gated metric(s) tested, no regression among "
+        "them)",
+    ]
+
+    # an identical rerun of 60 trials: none of the pair's own, the baseline alone decides, by
+    # the figure `med-evals power --margin` prints for the baseline (macro-F1's from its
+    # bootstrap se: the same resamples)
+    assert cli_main(["regress", *NB, "--margin", "0.05", "--baseline", str(path),
+                     str(runs["same"])]) == 3
+    lines = [x for x in _last_lines(capsys) if "the paired interval shows nothing" in x]
+    assert len(lines) == 3
+    assert cli_main(["power", "--baseline", str(path), "--margin", "0.05"]) == 0
+    sized = {line.split()[3]: line.split()[6] for line in capsys.readouterr().out.splitlines()
+             if line.startswith("oncology_rct ")}
+    assert f"rules out drops larger than {sized['Macro-F1']} only" in lines[0]
+    assert f"rules out drops larger than {sized['Accuracy']} only" in lines[1]
+
+    # a regression, as without --margin: the run wrong on every 3rd trial (20 of 60)
+    worse = make_baseline([runs["worse"]])["runs"][0]["samples"]
+    bounds = _hand_bounds(old, worse)
+    assert bounds["accuracy_valid"][2] < 0 and bounds["macro_f1_valid"][2] < 0
+    assert cli_main(["regress", *NB, "--margin", "0.15", "--baseline", str(path),
+                     str(runs["worse"])]) == 1
+    assert _last_lines(capsys)[-1] == (
+        f"FAIL: 2 regression(s) beyond sampling noise (95% paired bootstrap): {who} "
+        f"macro_f1_valid, {who} accuracy_valid")
+
+
+def test_a_margin_must_be_a_share(runs, tmp_path, capsys):
+    path = _save(make_baseline([runs["baseline"]]), tmp_path / "b.json")
+    for bad in ("0", "1", "-0.1", "nan"):
+        assert cli_main(["regress", "--margin", bad, "--baseline", path,
+                         str(runs["same"])]) == 2
+        assert capsys.readouterr().err == (
+            f"med-evals regress: error: --margin {float(bad)}: a drop between 0 and 1 (0.02 "
+            "is 2 points)\n")
+
+
+# --- the samples compared, and what the gated numbers depend on (issue 44 item 3) ----------
+
+
+@pytest.mark.slow
+def test_old_new_and_diff_are_the_compared_samples_values(runs, tmp_path, capsys):
+    """A baseline on 45 of the 60 trials (another subset) and a new run of all 60: the
+    interval is over the 45 both scored, and so are old, new and diff (before: the new run's
+    number over its 60 beside an interval over 45), said in a note."""
+    baseline = make_baseline([runs["baseline"]])
+    ids = sorted(baseline["runs"][0]["samples"])
+    keep = ids[:45]
+    baseline["runs"][0]["samples"] = {k: baseline["runs"][0]["samples"][k] for k in keep}
+    path = _save(baseline, tmp_path / "b.json")
+    new = make_baseline([runs["slightly"]])["runs"][0]["samples"]
+    on_40 = _hand([new[k] for k in keep])
+    on_60 = _hand(list(new.values()))
+    old_40 = _hand([baseline["runs"][0]["samples"][k] for k in keep])
+    assert on_40["accuracy_valid"] != on_60["accuracy_valid"]
+    assert cli_main(["regress", *NB, "--baseline", path, str(runs["slightly"])]) == 0
+    got = capsys.readouterr()
+    row = next(line for line in got.out.splitlines() if " accuracy_valid " in line)
+    o, n = old_40["accuracy_valid"], on_40["accuracy_valid"]
+    assert f"  {o:8.4f} {n:8.4f} {n - o:+8.4f}  ok           headline, paired bootstrap n=45 " \
+        in row
+    assert ("note: oncology_rct / mockllm/reader: old, new and diff of condition "
+            "title_abstract are over the 45 samples both runs scored (the baseline run has "
+            "45, the new run 60), as the interval is; each log's own numbers are over all of "
+            "its samples") in got.err.splitlines()
+
+
+@pytest.fixture(scope="module")
+def verdict_runs(tmp_path_factory):
+    """MedREQAL on its fixture, one reader, three ways: ``-T bertscore=false`` (ROUGE-L only),
+    ``-T generation_scoring=false`` (no generation score) and ``-T bertscore=false`` with
+    another prompt variant (what the gated numbers do depend on)."""
+    from med_evals.tasks.medreqal import medreqal
+
+    tmp = tmp_path_factory.mktemp("verdict")
+    data = str(Path(__file__).parent.parent / "datasets" / "fixtures" / "medreqal_fixture.csv")
+
+    def reply(text: str) -> str:
+        return "LABEL: NOT ENOUGH INFORMATION" if "?" in text[-200:] else "LABEL: SUPPORTED"
+
+    out = {}
+    for name, args in (("rouge", {"bertscore": False}),
+                       ("none", {"generation_scoring": False}),
+                       ("alpaca", {"bertscore": False, "prompt": "alpaca"})):
+        inspect_eval(medreqal(data_file=data, **args),
+                     model=get_model("mockllm/reader", custom_outputs=replying(reply)),
+                     display="none", log_dir=str(tmp / name))
+        out[name] = tmp / name
+    return out
+
+
+@pytest.mark.slow
+def test_generation_scoring_settings_do_not_change_the_setup_the_gate_compares(
+    verdict_runs, tmp_path, capsys
+):
+    """``-T bertscore=false`` or ``-T generation_scoring=false`` changes only ROUGE-L and
+    BERTScore, never gated: a baseline of one gates the other (before: "setup changed", exit
+    3), the difference named in a note; the gated numbers are the same. A prompt variant, which
+    they do depend on, is still a changed setup."""
+    path = tmp_path / "b.json"
+    assert cli_main(["baseline", str(verdict_runs["rouge"]), "-o", str(path)]) == 0
+    capsys.readouterr()
+    assert cli_main(["regress", *NB, "--baseline", str(path), str(verdict_runs["none"])]) == 0
+    got = capsys.readouterr()
+    assert ("note: medreqal / mockllm/reader: differs from its baseline run in what no gated "
+            "number depends on (scorer_settings.verdict.bertscore false -> true, "
+            "scorer_settings.verdict.reference_key reference -> null, task_args.bertscore "
+            "false -> true, task_args.generation_scoring true -> false): gated; the "
+            "generation means beside them are not comparable") in got.err.splitlines()
+    assert got.out.splitlines()[-1] == ("pass: 3 gated metric(s) tested, 0 regressions beyond "
+                                        "sampling noise (95% paired bootstrap)")
+    rows = {line.split()[2]: line.split()[3:6] for line in got.out.splitlines()
+            if line.startswith("medreqal ")}
+    assert {k: v[2] for k, v in rows.items() if k != "rouge_l_mean"} == {
+        "accuracy_all": "+0.0000", "macro_f1_all": "+0.0000", "valid_rate": "+0.0000"}
+    assert cli_main(["regress", *NB, "--baseline", str(path), str(verdict_runs["alpaca"])]) == 3
+    [line, _] = _last_lines(capsys)
+    assert line.startswith("undecided: medreqal / mockllm/reader: setup changed (prompt chat "
+                           "-> alpaca, task_args.prompt chat -> alpaca")
+
+
+def test_a_log_given_as_the_baseline_says_so(runs, tmp_path, capsys):
+    """``--baseline`` naming an Inspect log (.eval or .json): one line saying what it is and
+    how to record a baseline from it (before: a UTF-8 decode error)."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    [log] = _logs_in(runs["same"])
+    as_json = tmp_path / "run.json"
+    write_eval_log(read_eval_log(log), str(as_json))
+    for path, what in ((log, ".eval"), (str(as_json), ".json")):
+        for argv in (["regress", "--baseline", path, str(runs["same"])],
+                     ["power", "--baseline", path, "--detect", "0.05"]):
+            assert cli_main(argv) == 2
+            assert capsys.readouterr().err == (
+                f"med-evals {argv[0]}: error: baseline {path}: this is an Inspect log ({what}), "
+                f"not a baseline; record a baseline from it with `med-evals baseline {path} -o "
+                "baseline.json`\n")

@@ -1,129 +1,210 @@
-"""CONTRIBUTING.md's routes from each ``@task`` to the line that computes each headline number
-are followed in the code, not trusted (issue 37): every hop leads to the next (its name is in the
-hop's source, or the hop calls the spec field the study's ``SPEC`` sets to it), every route spans
-at most four files, and its last hop computes the number."""
+"""CONTRIBUTING's routes are the ones a number takes at run time.
+
+For every study, CONTRIBUTING.md ("The two routes of a number") lists two routes, each at most
+two files: **a reply to its per-sample value** (the study's scorer reading one reply, down to the
+parser that decides its label) and **the logged metric to its formula** (the logged ``headline``
+metric, down to the function that computes each headline number). Each test here builds the
+study's real task on its fixture, runs the task's own scorer on one of its samples and the
+task's own metric on score values, and records, with Python's profiler, the package's functions
+on the call stack at the moment the route's last function starts: that stack, read outermost
+first, must be the route the table lists, hop for hop (comprehensions and lambdas aside; a
+function defined inside another is named by the one a reader goes to, e.g. the ``@scorer``).
+"""
 
 from __future__ import annotations
 
-import ast
-import importlib
-import importlib.util
-import inspect
-import re
+import asyncio
+import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import CodeType, FrameType
+from typing import Any
 
 import pytest
+from inspect_ai.model import ModelName, ModelOutput
+from inspect_ai.scorer import SampleScore, Score, Target
+from inspect_ai.solver import TaskState
 
+import med_evals
+from med_evals.inspect_internals.compat import registry_unqualified_name, scorer_metrics
 from med_evals.tasks import STUDIES
 
+from .conftest import FIXTURES, install_dataset
+from .medevidence_support import install_medevidence
+from .oncology_support import install_fixture
+
 ROOT = Path(__file__).resolve().parents[1]
-SRC = ROOT / "src" / "med_evals"
-ROW = re.compile(r"^\| `(\w+)`[^|]*\| (.+?) \| (`[^|]+`) \|$")
-HOP = re.compile(r"`([\w/.]+\.py):([\w.]+)`")
-#: what a last hop's source must hold: the computation itself
-COMPUTES = ("accuracy_score(", "np.divide(", "np.mean(", "/ len(")
-MAX_FILES = 4
+PACKAGE = Path(med_evals.__file__).parent
+CONTRIBUTING = ROOT / "CONTRIBUTING.md"
+#: at most this many files on a route
+MAX_FILES = 2
+TOY = ROOT / "tests" / "studies"
 
 
 def routes() -> list[tuple[str, str, list[tuple[str, str]]]]:
-    text = (ROOT / "CONTRIBUTING.md").read_text(encoding="utf-8")
+    """CONTRIBUTING's table: (study, route, [(file, function), ...]) per row."""
+    text = CONTRIBUTING.read_text(encoding="utf-8")
+    section = text.split("## The two routes of a number", 1)[1].split("\n## ", 1)[0]
     out = []
-    for line in text.splitlines():
-        found = ROW.match(line)
-        if found:
-            study, numbers, route = found.groups()
-            out.append((study, numbers, HOP.findall(route)))
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        hops = [tuple(h.strip("` ").split(":", 1)) for h in cells[2].split("->")]
+        out.append((cells[0].strip("` "), cells[1], hops))
     return out
 
 
-def _module(path: str):  # noqa: ANN202 - a module
-    file = ROOT / path if path.startswith("tests/") else SRC / path
-    if path.startswith("tests/"):
-        name = path.removesuffix(".py").replace("/", ".")
+def _named(frame: FrameType) -> tuple[str, str] | None:
+    """(file under src/med_evals or tests/, the function a reader goes to) of a frame of ours;
+    None for a frame of another package or a comprehension/lambda."""
+    path = Path(frame.f_code.co_filename).resolve()
+    if path.is_relative_to(PACKAGE):
+        where = path.relative_to(PACKAGE).as_posix()
+    elif path.is_relative_to(TOY):
+        where = path.relative_to(ROOT).as_posix()
     else:
-        name = "med_evals." + path.removesuffix(".py").replace("/", ".")
-    spec = importlib.util.find_spec(name)
-    assert spec is not None and Path(spec.origin or "") == file, (path, spec)
-    return importlib.import_module(name)
+        return None
+    name = frame.f_code.co_qualname.split(".<locals>.", 1)[0]
+    if name.startswith("<"):
+        return None
+    return where, name
 
 
-def _function(path: str, qualname: str):  # noqa: ANN202 - a function or method
-    obj = _module(path)
-    for part in qualname.split("."):
+def stack_at(run: Callable[[], Any], target: CodeType) -> list[tuple[str, str]]:
+    """Our functions on the stack, outermost first, when ``target`` starts while ``run``
+    runs (each function once, in the order first met)."""
+    found: list[tuple[str, str]] | None = None
+
+    def profile(frame: FrameType, event: str, arg: object) -> None:
+        nonlocal found
+        if event == "call" and found is None and frame.f_code is target:
+            frames = []
+            f: FrameType | None = frame
+            while f is not None:
+                frames.append(f)
+                f = f.f_back
+            named = [n for n in map(_named, reversed(frames)) if n is not None]
+            found = [n for i, n in enumerate(named) if n not in named[:i]]
+
+    sys.setprofile(profile)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    assert found is not None, f"{target.co_qualname} was never called"
+    return found
+
+
+def _code(where: str, name: str) -> CodeType:
+    """The code object of ``file:function`` (a module's function, or a class's method)."""
+    dotted = where.removesuffix(".py").replace("/", ".")
+    module = dotted if where.startswith("tests/") else f"med_evals.{dotted}"
+    obj: Any = sys.modules.get(module) or __import__(module, fromlist=["_"])
+    for part in name.split("."):
         obj = getattr(obj, part)
-    return inspect.unwrap(obj)
+    while hasattr(obj, "__wrapped__"):
+        obj = obj.__wrapped__
+    return obj.__code__
 
 
-def _source(path: str, qualname: str) -> str:
-    """The source of a module-level function or a class's method, read from the file (a
-    decorated ``@metric`` or ``@scorer`` is Inspect's wrapper at run time)."""
-    file = ROOT / path if path.startswith("tests/") else SRC / path
-    text = file.read_text(encoding="utf-8")
-    nodes: list[ast.AST] = list(ast.parse(text).body)
-    node = None
-    for part in qualname.split("."):
-        node = next(n for n in nodes if isinstance(n, ast.FunctionDef | ast.ClassDef)
-                    and n.name == part)
-        nodes = list(getattr(node, "body", []))
-    return ast.get_source_segment(text, node) or ""
+# --- the studies' real tasks on their fixtures ---------------------------------------------------
 
 
-def _study(name: str):  # noqa: ANN202 - the spec
-    if name == "toy_yesno":  # the test-only study: its own spec (the registry may not hold it)
-        from tests.studies import toy_yesno
+def _task(study: str, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    if study == "oncology_rct":
+        install_fixture(tmp, monkeypatch)
+        from med_evals.tasks.oncology_rct import oncology_rct
 
-        return toy_yesno.SPEC
-    return STUDIES[name]
+        return oncology_rct(metrics="full")
+    if study == "medevidence":
+        install_medevidence(tmp, monkeypatch)
+        from med_evals.tasks.medevidence import medevidence
+
+        return medevidence(condition="closed_book,evidence", metrics="full")
+    if study == "medreqal":
+        from med_evals.tasks.medreqal import medreqal
+
+        return medreqal(data_file=str(FIXTURES / "medreqal_fixture.csv"), bertscore=False)
+    if study == "healthfc":
+        from med_evals.tasks.healthfc import healthfc
+
+        return healthfc(data_file=str(FIXTURES / "healthfc_fixture.csv"), bertscore=False)
+    assert study == "toy_yesno", study
+    install_dataset(tmp, monkeypatch, "toy-yesno",
+                    {"questions.csv": TOY / "data" / "toy-yesno" / "questions.csv"})
+    from .studies import toy_yesno
+
+    return toy_yesno.toy_yesno()
 
 
-def _links(source: str, here: str, nxt: object, nxt_name: str, study: object) -> bool:
-    if re.search(rf"\b{re.escape(nxt_name)}\b", source):
-        return True
-    fields = re.findall(r"\b(?:self|study)\.(\w+)\(", source)
-    return any(inspect.unwrap(getattr(study, f, None) or (lambda: None)) is nxt
-               for f in fields)
+def _score_one(task: Any, reply: str) -> Callable[[], Any]:
+    """The task's own scorer on its first sample, the model having replied ``reply``."""
+    sample = task.dataset[0]
+    scorer = task.scorer[0]
+    state = TaskState(
+        model=ModelName("mockllm/model"), sample_id=sample.id, epoch=1, input=sample.input,
+        messages=[], metadata=dict(sample.metadata or {}),
+        output=ModelOutput.from_content("mockllm/model", reply),
+    )
+    return lambda: asyncio.run(scorer(state, Target(sample.target)))
+
+
+def _logged_metric(task: Any, name: str) -> Callable[[Any], Any]:
+    """The task's logged metric ``name`` (from the task's metric set, else its scorer's)."""
+    metrics = task.metrics or scorer_metrics(task.scorer[0])
+    [metric] = [m for m in metrics if registry_unqualified_name(m) == name]
+    return metric
+
+
+def _metric_run(task: Any, study: str, name: str = "headline") -> Callable[[], Any]:
+    """The task's logged metric ``name`` over score values its study's value function made."""
+    spec = STUDIES.get(study) or _toy_spec()
+    values = list(spec.probe.values(None))
+    scores = [SampleScore(score=Score(value=dict(v)), sample_id=str(i))
+              for i, v in enumerate(values)]
+    metric = _logged_metric(task, name)
+    return lambda: metric(scores)
+
+
+def _toy_spec() -> Any:
+    from .studies import toy_yesno
+
+    return toy_yesno.SPEC
 
 
 ROUTES = routes()
 
 
-def test_every_study_has_routes():
-    named = {study for study, _, _ in ROUTES}
-    assert {"oncology_rct", "medevidence", "medreqal", "healthfc", "toy_yesno"} <= named
-    from med_evals.tasks.label_study import label_metrics
-
-    for name, study in STUDIES.items():
-        if study.metrics is label_metrics and name != "toy_yesno":
-            continue  # built with label_study: the toy study's route is its route
-        listed = {n.strip("` ") for s, numbers, _ in ROUTES if s == name
-                  for n in numbers.split(",")}
-        assert {h.name for h in study.headline} <= listed, name
+def test_every_study_has_both_routes_of_each_headline_number():
+    listed = {(s, r.partition(": ")[0]) for s, r, _ in ROUTES}
+    for name in [*STUDIES, "toy_yesno"]:
+        assert (name, "a reply") in listed, name
+        assert (name, "headline") in listed, name
 
 
-@pytest.mark.parametrize(("study", "numbers", "hops"), ROUTES,
-                         ids=[f"{s}:{n}" for s, n, _ in ROUTES])
-def test_the_route_is_followed_in_the_code(study, numbers, hops, monkeypatch):
-    monkeypatch.setenv("MED_EVALS_MANIFEST_DIR", str(ROOT / "tests" / "studies" / "manifests"))
-    spec = _study(study)
-    assert len({path for path, _ in hops}) <= MAX_FILES, hops
-    for (path, name), (nxt_path, nxt_name) in zip(hops, hops[1:], strict=False):
-        source = _source(path, name)
-        nxt = _function(nxt_path, nxt_name)
-        assert _links(source, name, nxt, nxt_name.split(".")[-1], spec), (
-            f"{path}:{name} does not lead to {nxt_path}:{nxt_name}")
-    last = _source(*hops[-1])
-    assert any(marker in last for marker in COMPUTES), hops[-1]
+@pytest.mark.parametrize(("study", "route", "hops"), ROUTES,
+                         ids=[f"{s}:{r}" for s, r, _ in ROUTES])
+def test_the_route_is_the_call_stack(study, route, hops, tmp_path, monkeypatch):
+    assert len({where for where, _ in hops}) <= MAX_FILES, hops
+    task = _task(study, tmp_path, monkeypatch)
+    kind, _, what = route.partition(": ")
+    if kind == "a reply":
+        run = _score_one(task, what.strip("`"))
+    elif kind == "headline":
+        run = _metric_run(task, study)
+    else:  # "metric: `rouge_l_mean`": another logged metric of the study's headline set
+        run = _metric_run(task, study, what.strip("`"))
+    target = _code(*hops[-1])
+    assert stack_at(run, target) == [tuple(h) for h in hops]
 
 
-def test_the_check_catches_a_broken_hop():
-    """A hop that does not lead to the next, or a spec field set to another function, fails."""
-    spec = _study("oncology_rct")
-    source = _source("study/spec.py", "Study.headline_values")
-    # headline_values calls self.compute: the oncology spec's compute is headline_numbers ...
-    numbers = _function("scorers/oncology_rct.py", "headline_numbers")
-    assert _links(source, "Study.headline_values", numbers, "headline_numbers", spec)
-    # ... not MedEvidence's or the label studies' label_headline
-    label = _function("scorers/classification.py", "label_headline")
-    assert not _links(source, "Study.headline_values", label, "label_headline", spec)
-    assert not _links(_source("scorers/classification.py", "accuracy_codes"), "accuracy_codes",
-                      numbers, "headline_numbers", spec)
+def test_the_check_catches_a_route_that_is_not_taken(tmp_path, monkeypatch):
+    """A hop the computation does not pass through, or a formula it never calls, fails."""
+    task = _task("oncology_rct", tmp_path, monkeypatch)
+    run = _metric_run(task, "oncology_rct")
+    taken = stack_at(run, _code("scorers/classification.py", "accuracy_codes"))
+    assert ("scorers/oncology_rct.py", "headline_numbers") in taken
+    assert ("scorers/classification.py", "label_headline") not in taken
+    with pytest.raises(AssertionError, match="never called"):
+        stack_at(run, _code("scorers/classification.py", "label_headline"))

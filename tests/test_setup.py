@@ -108,3 +108,71 @@ def test_todays_studies_have_the_behaviour_of_the_last_format_2_versions():
             changed = {**prov["behaviour"], "parser": "another"}
             assert legacy_version({**prov, "behaviour": changed}) == "9.9.9"
     assert legacy_version({"task": "medevidence", "task_version": "2.2.0"}) == "2.2.0"
+
+
+def _verdict_setup(**args) -> dict:  # noqa: ANN003
+    """The setup of a MedREQAL run as its log records it (the default run: ROUGE-L and
+    BERTScore against the reference), with ``args`` as task arguments and the verdict
+    scorer's options following them as the task passes them."""
+    task_args = {"prompt": "chat", "generation_scoring": True, "bertscore": True,
+                 "bertscore_model": None, "judge": False, **args}
+    options = {"reference_key": "reference" if task_args["generation_scoring"] else None,
+               "bertscore_model": "sentence-transformers/all-MiniLM-L6-v2",
+               "bertscore_layers": 6, "bertscore_rescale": False, "bertscore_batch_size": 64,
+               "bertscore": task_args["bertscore"]}
+    settings = {"verdict": options}
+    if task_args["judge"]:
+        settings["conclusion_agreement"] = {"reference_field": "reference"}
+    return setup_of(_prov(task_args=task_args, scorer_settings=settings))
+
+
+def test_the_gate_compares_what_its_gated_numbers_depend_on():
+    """``-T bertscore=false`` and ``-T generation_scoring=false`` change only the generation
+    scores (never gated): for the gate the same setup, each difference named apart; the
+    report still tells the runs apart (setup_changes). An option of the study's scorer that is
+    not a generation score's, and any other field, is compared; another scorer's settings
+    (the agreement judge's) are not."""
+    from med_evals.logs.comparable import gate_changes, gated_view
+
+    default = _verdict_setup()
+    off = _verdict_setup(bertscore=False)
+    assert setup_changes(default, off) == [
+        "task_args.bertscore true -> false", "scorer_settings.verdict.bertscore true -> false"]
+    assert gate_changes(default, off, "verdict") == ([], setup_changes(default, off))
+    none = _verdict_setup(generation_scoring=False)
+    assert gate_changes(default, none, "verdict")[0] == []
+    assert "scorer_settings.verdict.reference_key reference -> null" in gate_changes(
+        default, none, "verdict")[1]
+    assert gated_view(default, "verdict") == gated_view(none, "verdict")
+    # a judge beside the study's scorer: its settings are not the gated numbers'
+    judged = _verdict_setup(judge=True)
+    assert gate_changes(default, judged, "verdict")[0] == ["task_args.judge false -> true"]
+    # what the gated numbers do depend on is still a change
+    parsed = _verdict_setup()
+    parsed["scorer_settings"]["verdict"]["parser"] = "lenient"
+    assert gate_changes(default, parsed, "verdict")[0] == [
+        "scorer_settings.verdict.parser null -> lenient"]
+    hotter = setup_of(_prov(generation={"temperature": 0.7, "max_tokens": 500}))
+    assert gate_changes(setup_of(_prov()), hotter, "verdict")[0] == [
+        "generation.temperature 0.0 -> 0.7"]
+    # a format-2 baseline's fields: the same view
+    legacy = legacy_view(_prov(task_args={"condition": "x", "bertscore": True}))
+    legacy_off = legacy_view(_prov(task_args={"condition": "x", "bertscore": False}))
+    assert gate_changes(legacy, legacy_off, "verdict") == (
+        [], ["task_args.bertscore true -> false"])
+
+
+def test_the_generation_only_options_are_the_verdict_scorers_own():
+    """Every option the gate leaves out is a parameter of the verdict scorer and every task
+    argument one of MedREQAL's and HealthFC's: a renamed option cannot silently become gated
+    or ungated."""
+    import inspect
+
+    from med_evals.logs.comparable import GENERATION_ONLY_ARGS, GENERATION_ONLY_OPTIONS
+    from med_evals.scorers.medreqal import verdict
+    from med_evals.tasks.healthfc import healthfc
+    from med_evals.tasks.medreqal import medreqal
+
+    assert GENERATION_ONLY_OPTIONS <= set(inspect.signature(verdict).parameters)
+    for task in (medreqal, healthfc):
+        assert GENERATION_ONLY_ARGS <= set(inspect.signature(task).parameters), task

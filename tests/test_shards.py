@@ -500,12 +500,12 @@ def test_healthfc_shards_read_back_as_the_whole_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_label_study_takes_shards_without_naming_them(tmp_path):
-    """A study of the factory (label_study) takes -T shard=i/N though its @task function does
-    not name it (it arrives in **unknown)."""
+def test_a_plain_study_of_the_builder_takes_shards(tmp_path):
+    """A plain study built with the one task builder (the toy study) takes -T shard=i/N by
+    its spec's item, and its shards read back as the whole run."""
     import sys
 
-    from med_evals.study.spec import STUDIES, register
+    from med_evals.study.spec import STUDIES, TASKS, register
 
     mp = pytest.MonkeyPatch()
     here = Path(__file__).parent / "studies"
@@ -516,7 +516,7 @@ def test_a_label_study_takes_shards_without_naming_them(tmp_path):
     try:
         from .studies import toy_yesno
 
-        if "toy_yesno" not in STUDIES:
+        if "toy_yesno" not in TASKS:
             register(toy_yesno.SPEC)
         model = get_model("mockllm/crc", custom_outputs=replying(_crc_reply(
             ["yes", "No.", "maybe", "I cannot say"])))
@@ -525,6 +525,7 @@ def test_a_label_study_takes_shards_without_naming_them(tmp_path):
         assert len(whole.values) == 10
     finally:  # as before: a module imported here is imported afresh (and registered) later
         STUDIES.pop("toy_yesno", None)
+        TASKS.pop("toy_yesno", None)
         if not imported:
             sys.modules.pop(name, None)
             parent = sys.modules.get(name.rsplit(".", 1)[0])

@@ -6,8 +6,11 @@ import math
 import pytest
 from scipy.stats import norm
 
-from med_evals.stats.clustered import clustered_proportion
-from med_evals.stats.intervals import bootstrap_difference, bootstrap_interval
+from med_evals.stats.intervals import (
+    bootstrap_difference,
+    bootstrap_interval,
+    clustered_wilson_interval,
+)
 from med_evals.stats.standing import (
     Entry,
     detectable,
@@ -96,8 +99,7 @@ def test_intervals_clustered_by_review():
     iv = headline_intervals(MEDEVIDENCE, Entry("a", values, {}, sources), n_boot=40)
     acc = iv["accuracy_all"]
     assert acc.value == 4 / 6 and acc.clusters == 2 and acc.shared
-    expected = clustered_proportion([1, 0, 1, 1, 0, 1], ["r1"] * 3 + ["r2"] * 3)
-    assert acc.clustered == expected["wilson_clustered"]
+    assert acc.clustered == clustered_wilson_interval([1, 0, 1, 1, 0, 1], ["r1"] * 3 + ["r2"] * 3)
     assert acc.interval == pytest.approx(wilson(4, 6), abs=1e-12)
     f1 = iv["macro_f1_all"]
     ordered = [values[k] for k in sorted(values)]
@@ -165,12 +167,42 @@ def test_what_a_pair_detects_from_its_discordance_or_its_bootstrap():
     assert detectable_text(found["valid_rate"]) == "none (only 1 of 12 samples differ: too few)"
 
 
-def test_runs_that_agree_on_every_resample_have_no_estimate():
-    va = [v for _, v in sorted(onc(GOLD, RIGHT).items())]
+def test_the_bootstrap_route_has_the_discordance_routes_floor():
+    """Issue 44, item 4: a pair of 100 trials differing on 2 (both wrong in B) got macro-F1
+    ``0.043 (bootstrap se)`` beside accuracy ``none (too few differ)``. One rule now: a number
+    whose paired difference lives on 2 differing samples detects nothing either (n q = 2 <
+    c^2 (1 - q)); nor does an identical rerun (differing on none), where the bootstrap's se is
+    0 (before: "no estimate")."""
+    golds = "PN" * 50
+    va = [v for _, v in sorted(onc(golds, golds).items())]
+    vb = [v for _, v in sorted(onc(golds, "NP" + golds[2:]).items())]  # 2 of 100 wrong
+    boot = bootstrap_difference(ONCOLOGY_RCT.headline_values, vb, va, n_boot=200)
+    assert boot["macro_f1_valid"]["se"] > 0  # the bootstrap alone would give a number
+    found = detectable(ONCOLOGY_RCT, vb, va, boot)
+    acc, f1 = found["accuracy_valid"], found["macro_f1_valid"]
+    assert (acc["method"], f1["method"]) == ("discordance", "bootstrap se")
+    assert (acc["discordant"], f1["discordant"]) == (2, 2)
+    assert math.isinf(acc["difference"]) and math.isinf(f1["difference"])
+    assert detectable_text(acc) == detectable_text(f1) == (
+        "none (only 2 of 100 samples differ: too few)")
+    # the report's cells (table "What each pair can detect"): the same words for both
+    from med_evals.commands.report.standing import detectable_cell
+
+    assert detectable_cell(acc) == detectable_cell(f1) == "none (too few differ)"
+    # above the floor the bootstrap route is c * se as before: 9 of 100 differ (9 > c^2 (1 -
+    # 0.09) = 7.14)
+    vc = [v for _, v in sorted(onc(golds, "NP" * 4 + "N" + golds[9:]).items())]
+    boot = bootstrap_difference(ONCOLOGY_RCT.headline_values, vc, va, n_boot=200)
+    f1 = detectable(ONCOLOGY_RCT, vc, va, boot)["macro_f1_valid"]
+    assert f1["discordant"] == 9 and f1["difference"] == pytest.approx(
+        C * boot["macro_f1_valid"]["se"])
+    # an identical rerun: none of any size, for every number
     boot = bootstrap_difference(ONCOLOGY_RCT.headline_values, va, va, n_boot=20)
-    f1 = detectable(ONCOLOGY_RCT, va, va, boot)["macro_f1_valid"]
-    assert f1["se"] == 0 and math.isnan(f1["difference"])
-    assert detectable_text(f1).startswith("no estimate (the paired bootstrap's standard error")
+    same = detectable(ONCOLOGY_RCT, va, va, boot)
+    assert same["macro_f1_valid"]["se"] == 0
+    assert {detectable_text(d) for d in same.values()} == {
+        "none (the runs never disagree on the 100 samples)"}
+    assert {detectable_cell(d) for d in same.values()} == {"none (never differ)"}
 
 
 def test_ranks_with_one_separable_and_one_inseparable_pair():

@@ -162,3 +162,96 @@ def test_bootstrap_standard_errors_of_accuracy_are_the_binomial_ones():
     assert bootstrap_se(_accuracy, a, n_boot=1000, seed=2)["accuracy"] == se  # seeded
     assert math.isnan(bootstrap_se(_accuracy, [1])["accuracy"])
     assert math.isnan(bootstrap_difference(_accuracy, [], [])["accuracy"]["se"])
+
+
+# --- the bootstrap's resamples: scipy's, the documented draws -------------------------------
+
+
+def _reference_draws(fn, values, n_boot, seed, clusters=None):
+    """The documented resamples, written out: ``default_rng(seed)``, one ``integers(0, n, n)``
+    per resample (n: samples, or sources each bringing all its samples, in order of first
+    appearance); each number's resamples where it is defined."""
+    members = [[i] for i in range(len(values))]
+    if clusters is not None:
+        by = {}
+        for i, c in enumerate(clusters):
+            by.setdefault(c, []).append(i)
+        members = list(by.values())
+    rng = np.random.default_rng(seed)
+    out = {k: [] for k in fn(list(values))}
+    for _ in range(n_boot):
+        r = fn([values[i] for c in rng.integers(0, len(members), len(members))
+                for i in members[c]])
+        for k in out:
+            out[k].append(float(r[k]))
+    return {k: np.array([x for x in xs if not math.isnan(x)]) for k, xs in out.items()}
+
+
+def _oncology(n, seed):
+    """Oncology values, a third invalid: on small resamples no valid reply is drawn, and the
+    numbers over valid predictions are undefined there."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        gold = rng.choice(["POSITIVE", "NEGATIVE"])
+        u = rng.random()
+        pred = "INVALID" if u < 0.35 else gold if u < 0.8 else rng.choice(["POSITIVE", "NEGATIVE"])
+        out.append({"prediction": pred, "target": gold, "valid": pred != "INVALID",
+                    "correct": int(pred == gold), "condition": "title_abstract", "trial": i,
+                    "lenient": pred})
+    return out
+
+
+@pytest.mark.parametrize("n", [1, 2, 5, 23])
+def test_bootstrap_resamples_are_the_documented_draws(n, monkeypatch):
+    """bootstrap_interval, its cluster bootstrap, bootstrap_se and the paired
+    bootstrap_difference (scipy's resamples, drawn in batches of at most 40 positions here)
+    give, to the last digit, the percentiles 2.5 / 97.5 and the standard deviation (ddof=1) of
+    the resamples drawn one by one, the undefined ones (NaN) left out."""
+    from med_evals.stats import intervals
+    from med_evals.tasks import ONCOLOGY_RCT
+
+    monkeypatch.setattr(intervals, "BATCH_DRAWS", 40)  # several batches of scipy's draws
+    fn = ONCOLOGY_RCT.headline_values
+    a, b = _oncology(n, 1), _oncology(n, 2)
+    sources = [i // 3 for i in range(n)]
+    n_boot, seed = 57, 3
+
+    def pct(xs):
+        return tuple(map(float, np.percentile(xs, [2.5, 97.5]))) if xs.size else (
+            math.nan, math.nan)
+
+    def sd(xs):
+        return float(np.std(xs, ddof=1)) if xs.size > 1 else math.nan
+
+    for clusters in (None, sources):
+        ref = _reference_draws(fn, a, n_boot, seed, clusters)
+        got = intervals.bootstrap_interval(fn, a, n_boot, seed, clusters=clusters)
+        assert repr(got) == repr({k: pct(xs) for k, xs in ref.items()})
+    ref = _reference_draws(fn, a, n_boot, seed)
+    if n == 2:  # one valid reply of two: 15 of the 57 resamples drew none, left out
+        assert len(ref["accuracy_valid"]) == 42
+        assert not math.isnan(intervals.bootstrap_interval(fn, a, n_boot, seed)[
+            "accuracy_valid"][0])
+    se = intervals.bootstrap_se(fn, a, n_boot, seed)
+    assert repr(se) == repr({k: sd(xs) if n > 1 else math.nan for k, xs in ref.items()})
+
+    def diff(vals):  # the pair as one run of (a, b) values, so the reference draws both
+        ra, rb = fn([v[0] for v in vals]), fn([v[1] for v in vals])
+        return {k: float(ra[k]) - float(rb[k]) for k in ra}
+
+    ref = _reference_draws(diff, list(zip(a, b, strict=True)), n_boot, seed)
+    got = intervals.bootstrap_difference(fn, a, b, n_boot, seed)
+    assert repr({k: (d["lo"], d["hi"], d["se"]) for k, d in got.items()}) == repr(
+        {k: (*pct(xs), sd(xs)) for k, xs in ref.items()})
+
+
+def test_bootstrap_of_no_resample_or_no_sample():
+    """No resample: no interval; no sample: no interval and no difference's interval."""
+    from med_evals.stats.intervals import bootstrap_interval
+
+    values = [1, 0, 1]
+    assert all(map(math.isnan, bootstrap_interval(_accuracy, values, 0)["accuracy"]))
+    assert all(map(math.isnan, bootstrap_interval(_accuracy, [], 10)["accuracy"]))
+    r = bootstrap_difference(_accuracy, [], [], 10)["accuracy"]
+    assert math.isnan(r["lo"]) and r["n"] == 0

@@ -172,3 +172,39 @@ def test_medevidence_macro_f1_is_marked_ours():
     assert f1.source == "ours" and "authors" in f1.why
     assert MEDEVIDENCE.headline_by_name("accuracy_all").source == "paper"
     assert all(h.why for s in STUDIES.values() for h in s.headline if h.source == "ours")
+
+
+def test_the_registry_holds_every_task_in_the_papers_order():
+    """One explicit registry (no import by name): the oncology study and its counterfactual
+    tools, MedEvidence, MedREQAL, HealthFC; the studies with headline numbers are the report's
+    sections, in that order; the Inspect entry point and the package export the same tasks."""
+    import med_evals
+    from med_evals import _registry
+    from med_evals.study.spec import TASKS
+
+    order = ["oncology_rct", "counterfactual_build", "counterfactual_judges", "medevidence",
+             "medreqal", "healthfc"]
+    assert list(TASKS)[:6] == order
+    assert list(STUDIES)[:4] == ["oncology_rct", "medevidence", "medreqal", "healthfc"]
+    assert all(TASKS[name].headline for name in STUDIES)
+    assert not TASKS["counterfactual_build"].headline
+    assert not TASKS["counterfactual_judges"].headline
+    exported = [n for n in med_evals.__all__ if n != "__version__"]
+    assert sorted(exported) == sorted(order)
+    assert [n for n in vars(_registry) if n in order] == order
+    # the report's sections follow the registry
+    from med_evals.commands.report.build import SECTIONS
+
+    assert [t for t in SECTIONS if t in STUDIES] == list(STUDIES)[:4]
+
+
+@pytest.mark.parametrize("name", sorted(STUDIES))
+def test_the_headline_function_returns_the_headline_as_floats_in_its_order(name):
+    """The logged headline metric and Study.headline_values (report, gate) both read the spec's
+    compute: its numbers are exactly the headline's, in its order, as floats."""
+    study = STUDIES[name]
+    values = list(study.probe.values(None))
+    numbers = study.compute(values, study.labels())
+    assert list(numbers) == [h.name for h in study.headline]
+    assert all(type(v) is float for v in numbers.values())
+    assert study.headline_values(values) == numbers

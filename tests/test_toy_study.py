@@ -1,6 +1,6 @@
-"""A plain new study through the factory (tests/studies/toy_yesno.py: one module, its manifest
-and data beside it, and this test: 4 files) reaches the log, the report, diff and the gate with
-no other edit (issue 37; CONTRIBUTING.md, "Add a study")."""
+"""A plain new study built with the one task builder (tests/studies/toy_yesno.py: one module,
+its manifest and data beside it, and this test: 4 files) reaches the log, the report, diff and
+the gate with no other edit (issues 37, 42; CONTRIBUTING.md, "Add a study")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from med_evals.commands.diff import diff_runs
 from med_evals.commands.regress import decide, make_baseline, regress
 from med_evals.commands.report import build_report
 from med_evals.study.params import ParamError
-from med_evals.study.spec import STUDIES
+from med_evals.study.spec import STUDIES, TASKS
 
 from .conftest import replying
 from .support import N_BOOT
@@ -47,6 +47,7 @@ def toy(tmp_path_factory):
         yield toy_yesno, runs, logs
     finally:
         STUDIES.pop("toy_yesno", None)
+        TASKS.pop("toy_yesno", None)
         mp.undo()
 
 

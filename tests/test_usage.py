@@ -334,7 +334,8 @@ def test_money_keeps_three_significant_digits_below_a_dollar():
 @pytest.mark.slow
 def test_a_misspelt_price_entry_is_named_with_the_closest_model(runs, tmp_path, capsys):
     """``openai/gpt4o:`` for ``openai/gpt-4o``: the model has no price, and the entry that
-    was meant for it is named, in the cost's reason and in a note."""
+    was meant for it is named, in the cost's reason and, once, in a warning line on the
+    console of baseline, regress and report (before: report named it only in the report)."""
     prices = tmp_path / "prices.yaml"
     prices.write_text(yaml.safe_dump({"openai-api/fake/modela": PRICES["openai-api/fake/model-a"]}))
     u = run_usage(runs["a"].location, ONCOLOGY_RCT,
@@ -345,14 +346,16 @@ def test_a_misspelt_price_entry_is_named_with_the_closest_model(runs, tmp_path, 
     baseline = tmp_path / "b.json"
     assert main(["baseline", runs["a"].location, "-o", str(baseline), "--prices",
                  str(prices)]) == 0
+    warning = ("warning: --prices entry 'openai-api/fake/modela' matches no model in the logs "
+               "(closest model: openai-api/fake/model-a)")
     err = capsys.readouterr().err
-    assert err.splitlines() == [
-        "note: --prices entry 'openai-api/fake/modela' matches no model in the logs (closest "
-        "model: openai-api/fake/model-a)"]
+    assert err.splitlines() == [warning]
     assert main(["regress", "--n-boot", "100", "--baseline", str(baseline), runs["a"].location,
                  "--prices", str(prices)]) == 0
-    assert ("note: --prices entry 'openai-api/fake/modela' matches no model in the logs "
-            "(closest model: openai-api/fake/model-a)") in capsys.readouterr().err
+    assert capsys.readouterr().err.splitlines().count(warning) == 1
+    assert main(["report", runs["a"].location, "--out", str(tmp_path / "report"), "--prices",
+                 str(prices)]) == 0
+    assert capsys.readouterr().err.splitlines().count(warning) == 1
 
 
 @pytest.mark.slow

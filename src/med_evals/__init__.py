@@ -6,18 +6,22 @@ The tasks (``inspect eval med_evals/<task>``), in the papers' order: the oncolog
 
 __version__ = "0.1.0"
 
-from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges  # noqa: E402, I001
-from med_evals.tasks.healthfc import healthfc  # noqa: E402
-from med_evals.tasks.medevidence import medevidence  # noqa: E402
-from med_evals.tasks.medreqal import medreqal  # noqa: E402
-from med_evals.tasks.oncology_rct import oncology_rct  # noqa: E402
+# ruff: noqa: E402
+# the papers' order, as in _registry.py
+# isort: off
+from med_evals.tasks.oncology_rct import oncology_rct
+from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
+from med_evals.tasks.medevidence import medevidence
+from med_evals.tasks.medreqal import medreqal
+from med_evals.tasks.healthfc import healthfc
+# isort: on
 
 __all__ = [
     "__version__",
+    "oncology_rct",
     "counterfactual_build",
     "counterfactual_judges",
-    "healthfc",
     "medevidence",
     "medreqal",
-    "oncology_rct",
+    "healthfc",
 ]

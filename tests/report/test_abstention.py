@@ -29,7 +29,7 @@ COLUMNS = ("coverage", "selective accuracy", "abstention recall", "over-abstenti
 
 
 def abstention_tables(markdown: Path, title: str) -> list[list[dict[str, str]]]:
-    return [rows for section, caption, rows in md_tables(markdown.read_text())
+    return [rows for section, caption, rows in md_tables(markdown.read_text(encoding="utf-8"))
             if section == title and caption.startswith("Abstention")]
 
 

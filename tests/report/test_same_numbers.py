@@ -114,9 +114,9 @@ def test_medevidence(tmp_path, monkeypatch):
     # several questions of one review: intervals clustered by review, from the samples'
     # metadata in the log, beside the plain ones (Inspect's clustered Wilson interval)
     from inspect_ai.log import read_eval_log
+    from inspect_ai.scorer import SampleScore, Score, ci_wilson
 
     from med_evals.commands.report.document import fmt_interval
-    from med_evals.stats.clustered import clustered_proportion
 
     [path] = sorted((tmp_path / "run" / "logs").glob("*.eval"))
     samples = [s for s in read_eval_log(str(path)).samples if s.id.startswith("evidence")]
@@ -128,8 +128,12 @@ def test_medevidence(tmp_path, monkeypatch):
     [(_, _, clustered)] = [t for t in tables if t[1].startswith("95% intervals clustered by")]
     [row] = [r for r in clustered if r["condition"] == "evidence"]
     assert row["reviews"] == str(len(set(reviews)))
+    # Inspect's metric itself, on the log's samples with their review in the metadata
+    bounds = ci_wilson(cluster="review")([
+        SampleScore(score=Score(value=r), sample_id=i, sample_metadata={"review": c})
+        for i, (r, c) in enumerate(zip(right, reviews, strict=True))])
     assert row["Accuracy 95% CI, clustered by review"] == fmt_interval(
-        clustered_proportion(right, reviews)["wilson_clustered"], 3)
+        (bounds["lower"], bounds["upper"]), 3)
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def test_task_built_for_anthropic_sends_no_temperature(tmp_path, monkeypatch):
         def __str__(self):
             return "anthropic/claude-opus-4-5-20251101"
 
-    monkeypatch.setattr(onco, "get_model", lambda: Claude())
+    monkeypatch.setattr(onco, "active_model", lambda: Claude())
     task = oncology_rct()
     assert task.config.temperature is None and task.config.max_tokens == 500
     assert task.metadata["generate"]["model_at_build"] == "anthropic/claude-opus-4-5-20251101"

@@ -137,6 +137,7 @@ def _report(args: argparse.Namespace) -> int:
         raise CommandError(str(ex), USAGE) from None
     for line in result.skipped:
         print(f"skipped: {terminal(line, one_line=True)}", file=sys.stderr)
+    _price_notes(prices, result.models)
     for line in result.warnings:
         print(f"warning: {terminal(line, one_line=True)}", file=sys.stderr)
     for line in result.notes:
@@ -191,10 +192,12 @@ def _regress(args: argparse.Namespace) -> int:
 
     if args.n_boot < 100:
         raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples")
+    if args.margin is not None and not 0 < args.margin < 1:
+        raise CommandError(f"--margin {args.margin}: a drop between 0 and 1 (0.02 is 2 points)")
     prices, usage, models = read_prices(args.prices), list[str](), list[str]()
     rows, notes = regress(read_baseline(args.baseline), args.logs, n_boot=args.n_boot,
                           all_metrics=args.all_metrics, prices=prices, usage=usage,
-                          models=models)
+                          models=models, margin=args.margin)
     _price_notes(prices, models)
     for line in notes:
         print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
@@ -205,24 +208,25 @@ def _regress(args: argparse.Namespace) -> int:
     detects = detect_lines(rows)
     if detects:
         print("what each gate can detect (80% power, α = 0.05, on the samples compared, at "
-              "their observed differences; `med-evals power` sizes a gate from the baseline "
-              "alone; docs/numbers.md):")
+              "their observed differences; where too few differ, from the baseline alone, "
+              "as `med-evals power` sizes a gate; docs/numbers.md):")
         print("\n".join(terminal(f"  {line}", one_line=True) for line in detects))
     if usage:
         print("tokens and cost, baseline -> new (information, never gated):")
         print("\n".join(terminal(f"  {line}", one_line=True) for line in usage))
-    decision = decide(rows, allow_untested=args.allow_untested, allow_absent=args.allow_absent)
+    decision = decide(rows, allow_untested=args.allow_untested, allow_absent=args.allow_absent,
+                      margin=args.margin)
     print("\n" + "\n".join(terminal(line, one_line=True) for line in decision.lines))
     return decision.code
 
 
 def _price_notes(prices: dict, models: list[str]) -> None:
-    """One ``note:`` line per ``--prices`` entry that names no model of the runs read (a typo:
-    the closest model named)."""
+    """One ``warning:`` line per ``--prices`` entry that names no model of the runs read (a
+    typo: the closest model named), once each, before the command's output."""
     from med_evals.logs.usage import unmatched_prices
 
     for line in unmatched_prices(prices, models):
-        print(f"note: {terminal(line, one_line=True)}", file=sys.stderr)
+        print(f"warning: {terminal(line, one_line=True)}", file=sys.stderr)
 
 
 def _studies(args: argparse.Namespace) -> int:
@@ -488,7 +492,9 @@ def main(argv: list[str] | None = None) -> int:
         "changed (data, prompt, task version, task argument, scorer or generation setting);\n"
         "nothing was compared; or a gated metric is untested: its old or new value or its\n"
         "bootstrap interval is undefined (no shared samples, no valid reply on one side).\n"
-        "A regression (1) outranks them. All commands' codes: docs/exit_codes.md",
+        "With --margin, also when a gated metric's interval does not rule out a drop larger\n"
+        "than the margin. A regression (1) outranks them. All commands' codes:\n"
+        "docs/exit_codes.md",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
@@ -522,6 +528,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also print every other number of each study's full metric set, old and new "
         "(information, never gated)",
+    )
+    p.add_argument(
+        "--margin",
+        type=float,
+        metavar="DROP",
+        help="pass only what is shown no worse than the baseline by more than DROP (a share: "
+        "0.02 is 2 points): each gated metric's one-sided 95%% paired bootstrap lower bound "
+        "of new - old above -DROP; undecided (3) where the samples cannot rule such a drop "
+        "out (`med-evals power --margin DROP` sizes a subset that can); a regression (1) as "
+        "without it (docs/numbers.md)",
     )
     p.add_argument("--prices", metavar="FILE", help=PRICES_HELP)
     p.set_defaults(func=_regress)

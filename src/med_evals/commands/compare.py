@@ -232,10 +232,13 @@ def replay_model(path: Path) -> Any:
     """The replay model of a recorded model's replay file: ``replay/<name> -M file=<path>``,
     named for the recorded model (the file's name without ``.jsonl``), so Inspect's log and its
     viewer's list name each replayed run by its model (the file's path is in the log's model
-    args, its sha256 in each replayed call)."""
+    args, its sha256 in each replayed call). A command's model, made before the run as
+    ``inspect eval --model`` makes it, not a task's (the lint's get_model_location)."""
     from inspect_ai.model import get_model
 
-    return get_model(f"replay/{path.stem}", file=str(path))
+    return get_model(  # inspect-evals-lint: ignore[get_model_location] -- a recording's replay
+        f"replay/{path.stem}", file=str(path)
+    )
 
 
 def run_compare(
@@ -377,14 +380,18 @@ def served_limits(model: str, timeout: int, max_retries: int) -> Any:
 
 def _make_model(model: str, args: dict[str, Any], config: Any) -> Any:
     """Inspect's model for ``--model`` (with ``config``, a served model's limits); a model
-    Inspect cannot make is a bad argument, one line (exit 2)."""
+    Inspect cannot make is a bad argument, one line (exit 2). The command's model, made before
+    the run as ``inspect eval --model`` makes it, not a task's (the lint's get_model_location)."""
     from inspect_ai.model import get_model
     from rich.text import Text
 
     from med_evals.inspect_internals.compat import PrerequisiteError, unknown_provider_message
 
     try:
-        return get_model(model, config=config, **args) if config else get_model(model, **args)
+        given = {"config": config} if config else {}
+        return get_model(  # inspect-evals-lint: ignore[get_model_location] -- the user's --model
+            model, **given, **args
+        )
     except PrerequisiteError as ex:  # e.g. the embedded model's weights, a missing API key
         # Inspect's message is rich markup for its console, in lines: one plain line here
         text = " ".join(Text.from_markup(str(ex.message)).plain.split())

@@ -71,6 +71,26 @@ def _groups(a: Run, b: Run) -> tuple[Group, Group]:
     return (Group(la, a.study, [a], dict(a.values)), Group(lb, b.study, [b], dict(b.values)))
 
 
+def _no_condition(condition: str, study: Any, shared: Sequence[str], ga: Group,
+                  gb: Group) -> str:
+    """Why ``--condition`` names no condition both runs have, in one line: the runs record no
+    condition at all (a MedREQAL run of one prompt variant), the condition is one run's only,
+    or a misspelling (the closest condition named, never the one given)."""
+    named = [c for c in shared if c]
+    if not named:
+        return (f"--condition {condition}: the runs record no condition (all their samples are "
+                f"one group, compared whole); leave --condition out")
+    has = [g.label for g in (ga, gb) if condition in g.conditions()]
+    if has:
+        return (f"--condition {condition}: only {has[0]} has it (both have: "
+                f"{', '.join(named)})")
+    close = [c for c in difflib.get_close_matches(condition, [*named, *study.conditions], n=3)
+             if c != condition]
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return (f"--condition {condition}: not a condition both runs have{hint} (both have: "
+            f"{', '.join(named)})")
+
+
 def _number(x: float) -> float | None:
     return None if x is None or math.isnan(x) else x
 
@@ -104,12 +124,7 @@ def diff_runs(
         if not study.conditions:
             raise CommandError(f"--condition {condition}: {study.task} has no conditions", USAGE)
         if condition not in shared:
-            close = difflib.get_close_matches(condition, shared, n=1) or difflib.get_close_matches(
-                condition, list(study.conditions), n=1)
-            hint = f"; did you mean {close[0]}?" if close else ""
-            raise CommandError(
-                f"--condition {condition}: not a condition both runs have{hint} (both have: "
-                f"{', '.join(shared)})", USAGE)
+            raise CommandError(_no_condition(condition, study, shared, ga, gb), USAGE)
         found = [p for p in found if p.condition == condition]
     root = viewer_folder([a, b])
     comparisons = []

@@ -6,24 +6,30 @@ study; accuracy and macro-F1 over all samples and the valid rate for the others)
 computed by :meth:`~med_evals.study.spec.Study.headline_values` — the function the logged metric
 comes from — over the per-sample values of each condition, and judged on a 95% paired bootstrap
 interval of new - old over the samples both runs scored: a regression when the interval lies
-wholly below zero. Generation means (ROUGE-L, BERTScore) are printed for information, and so
+wholly below zero. Old, new and diff are those samples' numbers too (the logged numbers when
+both runs scored the same samples). With a margin (``--margin``: :func:`margin_verdict`) the
+gate says "no worse than": a gated metric passes only when the one-sided 95% lower bound of
+new - old lies above -margin, and is undecided when the samples cannot rule such a drop out.
+Generation means (ROUGE-L, BERTScore) are printed for information, and so
 is the change in each run's tokens and cost (:mod:`med_evals.logs.usage`; a baseline records them),
 never gated.
 
 Which logs are read: one per eval (:func:`med_evals.logs.runs.select_logs`): after a kill and
 ``inspect eval-retry`` the finished log, the killed (and any ``-recovered``) log named as
 ignored. The gate's outcome (:func:`decide`; codes in :mod:`med_evals.outputs.exit_codes`) is a
-pass
-(0: every gated metric tested, none regressed), a regression (1), or **undecided** (3) when the
-gate cannot decide: a run that did not finish (status other than ``success`` and no finished log
-of its eval given: ``inspect eval`` itself exits 0 for a run that stopped with an error), a
-study log without its scores, a new run without a baseline run of its task, a changed setup
-(:mod:`med_evals.logs.comparable`: data, prompt, task version, task argument, scorer settings, any
-generation or evaluation setting, any model role: the numbers are not comparable), a partial
+pass (0: every gated metric tested, none regressed), a regression (1), or **undecided** (3) when
+the gate cannot decide: a run that did not finish (status other than ``success`` and no finished
+log of its eval given: ``inspect eval`` itself exits 0 for a run that stopped with an error), a
+study log without its scores, a new run without a baseline run of its task, a changed setup in
+what the gated numbers depend on (:func:`med_evals.logs.comparable.gate_changes`: data,
+prompt, task version, task argument,
+scorer settings, any generation or evaluation setting, any model role: the numbers are not
+comparable; not the settings of ROUGE-L and BERTScore, which no gated number reads), a partial
 new run (a missing shard) that leaves out samples the baseline run has, a baseline run no new
 run was compared with (``allow_absent`` accepts those), nothing compared at all, or an
 **untested** gated metric: one whose old or new value, or whose bootstrap interval, is undefined
-(NaN: no shared samples, no valid reply on one side, a condition on one side only).
+(NaN: no shared samples, no valid reply on one side, a condition on one side only), or with a
+margin an **inconclusive** one.
 ``allow_untested`` accepts untested metrics when at least one metric was tested. A regression
 outranks every undecided cause: the gate has decided. A malformed baseline, a missing path or
 an unreadable log (its header or its samples: never taken for another task's log) is a usage
@@ -35,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import zipfile
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,11 +51,12 @@ from typing import Any
 from inspect_ai.model import ModelCost
 
 from med_evals.logs.comparable import (
+    gate_changes,
+    gated_view,
     is_legacy,
     legacy_view,
     not_recorded,
     reads_as_recorded,
-    setup_changes,
 )
 from med_evals.logs.files import LogPathError, is_remote, log_folder, log_name
 from med_evals.logs.runs import (
@@ -66,8 +74,9 @@ from med_evals.logs.usage import change_line, from_record, paid_line, usage_reco
 from med_evals.outputs.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.outputs.files import check_file, write_text
 from med_evals.scorers.classification import metric_values
+from med_evals.stats import power
 from med_evals.stats.intervals import bootstrap_difference
-from med_evals.stats.standing import detectable, detectable_text
+from med_evals.stats.standing import detectable, detectable_text, from_baseline
 from med_evals.tasks import STUDIES, spec
 
 #: the baseline's format: 3 records every generation setting, the evaluation settings and the
@@ -76,8 +85,11 @@ from med_evals.tasks import STUDIES, spec
 #: fields) still gates, on those fields, and the gate says which it could not compare
 FORMAT = 3
 FORMATS = (2, 3)
-#: verdicts of a gated metric that was tested
-TESTED = ("ok", "improved", "REGRESSION")
+#: verdicts of a gated metric that was tested (``no worse`` and ``inconclusive``: with a
+#: margin, :func:`margin_verdict`)
+TESTED = ("ok", "improved", "REGRESSION", "no worse", "inconclusive")
+#: the level of the one-sided bound a margin is judged on (``--margin``): 95%
+MARGIN_ALPHA = power.ALPHA
 
 
 def select(logs: Sequence[str | Path]) -> LogSelection:
@@ -209,6 +221,11 @@ class Row:
     #: a tested gated metric: the smallest drop the gate detects on the samples compared
     #: (:func:`med_evals.stats.standing.detectable`: ``difference``, ``method``, ``n``, ...)
     detects: dict[str, Any] | None = None
+    #: where the pair detects no drop (too few samples differ): what the baseline alone lets a
+    #: gate on these samples detect (:func:`med_evals.stats.standing.from_baseline`)
+    alone: dict[str, Any] | None = None
+    #: with a margin (``--margin``): why the metric is inconclusive (the ``undecided:`` line)
+    reason: str = ""
 
     @property
     def difference(self) -> float:
@@ -254,18 +271,42 @@ def untested_reason(
     return "; ".join(sides) or f"no bootstrap resample defined {name}"
 
 
+def scorer_of(task: str) -> str | None:
+    """The scorer whose values the gated numbers of ``task`` are computed from (None: not a
+    study)."""
+    return spec(task).scorer_name if task in STUDIES else None
+
+
+def new_setup_for(base: Mapping[str, Any], run: Run) -> dict[str, Any]:
+    """The new run's setup as ``base`` recorded setups: a format-2 baseline's 8 fields
+    (:func:`~med_evals.logs.comparable.legacy_view`), else the run's setup."""
+    return (legacy_view(run.provenance, base["setup"].get("task_version"))
+            if is_legacy(base["setup"]) else run.setup)
+
+
+def ungated_changes(base: Mapping[str, Any], run: Run) -> list[str]:
+    """What differs between a baseline run's setup and a new run's in what no gated number
+    depends on (:func:`~med_evals.logs.comparable.gate_changes`: ``-T bertscore=false``):
+    information, never a changed setup."""
+    return gate_changes(base["setup"], new_setup_for(base, run), scorer_of(run.task))[1]
+
+
 def compare_run(
-    base: dict[str, Any], run: Run, n_boot: int = 1000, all_metrics: bool = False
+    base: dict[str, Any], run: Run, n_boot: int = 1000, all_metrics: bool = False,
+    margin: float | None = None, notes: list[str] | None = None,
 ) -> list[Row]:
     """Rows for the headline metrics (gated) and generation means (info) of one run; with
     ``all_metrics``, also every other number of the study's full metric set (info, never
-    gated: :func:`metric_rows`). One undecided row instead when the setups differ
-    (:func:`med_evals.logs.comparable.setup_changes`) or the new run is partial and leaves out
-    samples
-    the baseline run has (a forgotten or killed shard: :func:`missing_samples`)."""
-    new_setup = (legacy_view(run.provenance, base["setup"].get("task_version"))
-                 if is_legacy(base["setup"]) else run.setup)
-    changed = setup_changes(base["setup"], new_setup)
+    gated: :func:`metric_rows`). One undecided row instead when what the gated numbers depend
+    on differs (:func:`med_evals.logs.comparable.gate_changes`) or the new run is partial and
+    leaves out samples the baseline run has (a forgotten or killed shard:
+    :func:`missing_samples`).
+
+    Old, new and diff are each condition's numbers over the samples both runs scored, the
+    interval's samples (:meth:`~med_evals.study.spec.Study.headline_values`: on the same
+    samples, the logged numbers); ``notes`` receives a line for each condition where those are
+    fewer than a run's own. ``margin``: the gate's ``--margin`` (:func:`margin_verdict`)."""
+    changed = gate_changes(base["setup"], new_setup_for(base, run), scorer_of(run.task))[0]
     changed += prompt_changes(base, run)
     if changed:
         return [
@@ -301,27 +342,47 @@ def compare_run(
         old, new = old_groups[group], new_groups[group]
         shared = sorted(set(old) & set(new))
         old_shared, new_shared = [old[i] for i in shared], [new[i] for i in shared]
-        boot = bootstrap_difference(headline, new_shared, old_shared, n_boot=n_boot)
-        old_all = headline(list(old.values()))
-        new_all = headline(list(new.values()))
+        if notes is not None and shared and len(shared) < max(len(old), len(new)):
+            where = f" of condition {group}" if group else ""
+            notes.append(f"{run.task} / {run.model}: old, new and diff{where} are over the "
+                         f"{len(shared)} samples both runs scored (the baseline run has "
+                         f"{len(old)}, the new run {len(new)}), as the interval is; each "
+                         "log's own numbers are over all of its samples")
+        boot = bootstrap_difference(headline, new_shared, old_shared, n_boot=n_boot,
+                                    one_sided=MARGIN_ALPHA if margin is not None else None)
         detects = detectable(study, new_shared, old_shared, boot) if shared else {}
+        alone: dict[str, dict[str, Any]] = {}
+        if any(not math.isfinite(d["difference"]) for d in detects.values()):
+            # the pair detects nothing: what the baseline alone lets a gate on these do
+            # (macro-F1's se from med-evals power's resamples: the same figure it prints)
+            detect = from_baseline(study, old_shared, run.task_args)
+            rule = (from_baseline(study, old_shared, run.task_args, margin=True)
+                    if margin is not None else {})
+            alone = {k: {"detect": v, "margin": rule.get(k)} for k, v in detect.items()}
         for h in study.headline:
             b = boot[h.name]
             verdict = _verdict(b["lo"], b["hi"])
-            if math.isnan(old_all[h.name]) or math.isnan(new_all[h.name]):
+            if math.isnan(b["a"]) or math.isnan(b["b"]):
                 verdict = "untested"
+            d = detects.get(h.name) if verdict in TESTED else None
             detail = (
                 f"untested: {untested_reason(h.name, b, old_shared, new_shared)}"
                 if verdict == "untested"
                 else f"95% CI of diff {b['lo']:+.3f} to {b['hi']:+.3f}"
             )
+            reason = ""
+            if margin is not None and verdict == "ok" and d is not None:
+                verdict, said, reason = margin_verdict(b["lower"], margin, d,
+                                                       (alone.get(h.name) or {}).get("margin"))
+                detail += f"; {said}"
             rows.append(
-                Row(run.task, run.model, f"{prefix}{h.name}", old_all[h.name], new_all[h.name],
+                Row(run.task, run.model, f"{prefix}{h.name}", b["b"], b["a"],
                     f"headline, paired bootstrap n={len(shared)}", detail, verdict,
-                    detects=detects.get(h.name) if verdict in TESTED else None)
+                    detects=d, alone=(alone.get(h.name) or {}).get("detect") if d else None,
+                    reason=reason)
             )
-        old_means = study.mean_values(list(old.values()))
-        new_means = study.mean_values(list(new.values()))
+        old_means = study.mean_values(old_shared)
+        new_means = study.mean_values(new_shared)
         for key, o in old_means.items():
             n = new_means[key]
             if not (math.isnan(o) and math.isnan(n)):
@@ -330,6 +391,41 @@ def compare_run(
     if all_metrics:
         rows += metric_rows(base, run, {r.metric for r in rows})
     return rows
+
+
+def margin_verdict(
+    lower: float, margin: float, pair: Mapping[str, Any], alone: Mapping[str, Any] | None
+) -> tuple[str, str, str]:
+    """The verdict of a gated metric no regression and no improvement under ``--margin``
+    (docs/numbers.md, "No worse than a margin"): ``no worse`` when the one-sided 95% lower
+    bound ``lower`` of new - old (the paired bootstrap's 5th percentile) lies above
+    ``-margin``; else ``inconclusive`` (undecided). Where the pair is below the floor (too few
+    samples differ: its detectable difference, ``pair``, is not finite) the bound shows nothing
+    of how the number varies, and the margin a gate on these samples rules out from the
+    baseline alone (``alone``: :func:`~med_evals.stats.standing.from_baseline` with
+    ``margin``) must be at most ``margin`` instead. Returns (verdict, what the row's detail
+    adds, why it is undecided)."""
+    if math.isfinite(pair["difference"]):
+        said = f"one-sided 95% lower bound {lower:+.3f} vs margin {-margin:+.3f}"
+        if lower > -margin:
+            return "no worse", said, ""
+        return ("inconclusive", said,
+                f"a drop larger than the margin {margin:g} is not ruled out (one-sided 95% "
+                f"lower bound of new - old {lower:+.3f})")
+    few = detectable_text(pair).removeprefix("none (").removesuffix(")")
+    now = math.nan if alone is None else alone["now"]
+    if math.isfinite(now):
+        said = f"{few}: from the baseline alone it rules out drops larger than {now:.3f}"
+        if now <= margin:
+            return "no worse", said, ""
+        what = f"rules out drops larger than {now:.3f} only"
+    else:
+        why = (alone or {}).get("why") or "no drop of any size"
+        said = f"{few}: from the baseline alone it rules out none ({why})"
+        what = f"rules out none ({why})"
+    return ("inconclusive", said,
+            f"{few}: the paired interval shows nothing, and from the baseline alone a gate on "
+            f"these {pair['n']} samples {what} (80% power), not {margin:g}")
 
 
 def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
@@ -399,10 +495,12 @@ def metric_rows(base: Mapping[str, Any], run: Run, shown: set[str]) -> list[Row]
     """Info rows (never gated) for every number of the study's full metric set
     (:meth:`~med_evals.study.spec.Study.metric_set`, computed by its metric functions over each
     side's per-sample values, as ``-T metrics=full`` logs them) not in ``shown``: a metric
-    added to a study's set appears here with no other edit."""
+    added to a study's set appears here with no other edit. Over the samples both runs
+    scored, as the gated rows."""
     metrics = run.study.metric_set(True, run.task_args)
-    old = metric_values(metrics, base["samples"])
-    new = metric_values(metrics, run.values)
+    shared = set(base["samples"]) & set(run.values)
+    old = metric_values(metrics, {k: v for k, v in base["samples"].items() if k in shared})
+    new = metric_values(metrics, {k: v for k, v in run.values.items() if k in shared})
     return [
         Row(run.task, run.model, key, old.get(key, math.nan), new.get(key, math.nan),
             "full metric set", "not gated", "info")
@@ -434,14 +532,15 @@ def _identity(task: str, model: str, task_args: Any, setup: Any, fields: Sequenc
 
 
 def _run_identity(run: Run, fields: Sequence[str], legacy: bool = False) -> str:
-    # compared with a format-2 baseline: its 8 fields
+    # compared with a format-2 baseline: its 8 fields; of them, what the gated numbers depend on
     setup = legacy_view(run.provenance) if legacy else run.setup
-    return _identity(run.task, run.model, run.task_args, setup, fields)
+    return _identity(run.task, run.model, run.task_args, gated_view(setup, scorer_of(run.task)),
+                     fields)
 
 
 def _base_identity(base: Mapping[str, Any], fields: Sequence[str]) -> str:
-    return _identity(base["task"], base["model"], base.get("task_args") or {}, base["setup"],
-                     fields)
+    return _identity(base["task"], base["model"], base.get("task_args") or {},
+                     gated_view(base["setup"], scorer_of(base["task"])), fields)
 
 
 @dataclass
@@ -519,6 +618,7 @@ def regress(
     baseline: dict[str, Any], logs: Sequence[str | Path], n_boot: int = 1000,
     all_metrics: bool = False, prices: Mapping[str, ModelCost] | None = None,
     usage: list[str] | None = None, models: list[str] | None = None,
+    margin: float | None = None,
 ) -> tuple[list[Row], list[str]]:
     """Rows for every headline metric of every new run matched to a baseline run
     (:func:`match_runs`: one to one), one row for each run the gate cannot compare
@@ -527,8 +627,9 @@ def regress(
 
     ``usage``: a list that receives one line per new run compared with a baseline run: the
     change in its tokens and cost (:func:`usage_change`; information, never gated);
-    ``models``: a list that receives every model the new runs' roles name (for the notes on
-    ``--prices`` entries that match none).
+    ``models``: a list that receives every model the new runs' roles name (for the warnings on
+    ``--prices`` entries that match none); ``margin``: judge each gated metric against it
+    (``--margin``: :func:`margin_verdict`).
 
     :class:`CommandError` (exit 2) for a malformed baseline, a missing path, a folder without
     logs or an unreadable log."""
@@ -549,7 +650,7 @@ def regress(
         for ex in unusable
     ]
     if models is not None:
-        models += [role.model for run in runs for role in run.roles or []]
+        models += [m for run in runs for m in (run.model, *(r.model for r in run.roles or []))]
     matching = match_runs(baseline["runs"], runs)
     for i, run in enumerate(runs):
         if i in matching.ambiguous:
@@ -564,7 +665,13 @@ def regress(
             rows.append(Row(run.task, run.model, "(all)", math.nan, math.nan, "baseline match",
                             f"{why} ({run.path})", "no baseline"))
             continue
-        rows += compare_run(baseline["runs"][j], run, n_boot, all_metrics)
+        found = compare_run(baseline["runs"][j], run, n_boot, all_metrics, margin, notes)
+        rows += found
+        ungated = ungated_changes(baseline["runs"][j], run)
+        if ungated and not any(r.verdict == "setup changed" for r in found):
+            notes.append(f"{run.task} / {run.model}: differs from its baseline run in what no "
+                         f"gated number depends on ({', '.join(ungated)}): gated; the "
+                         "generation means beside them are not comparable")
         if usage is not None:
             usage.append(usage_change(baseline["runs"][j], run, prices))
     compared = set(matching.pairs.values())
@@ -616,14 +723,16 @@ class Decision:
 
 
 def decide(
-    rows: Sequence[Row], allow_untested: bool = False, allow_absent: bool = False
+    rows: Sequence[Row], allow_untested: bool = False, allow_absent: bool = False,
+    margin: float | None = None,
 ) -> Decision:
     """1 (:data:`~med_evals.outputs.exit_codes.FAILED`) on any regression; else 3
     (:data:`~med_evals.outputs.exit_codes.UNDECIDED`) when a run could not be compared (a partial
-    run
-    leaving out baseline samples among them), a baseline run has no new run (unless
+    run leaving out baseline samples among them), a baseline run has no new run (unless
     ``allow_absent``), a gated metric is untested (unless ``allow_untested`` and some metric
-    was tested) or nothing was tested; else 0. One line per cause."""
+    was tested), with ``margin`` a gated metric is inconclusive (a drop larger than the margin
+    not ruled out: :func:`margin_verdict`), or nothing was tested; else 0. One line per
+    cause."""
     lines: list[str] = []
     absent = [r for r in rows if r.verdict == "absent"]
     for r in rows:
@@ -646,6 +755,10 @@ def decide(
             lines.append(f"undecided: {who}: setup changed "
                          f"({r.detail.removeprefix('changed: ')}): not compared; record a new "
                          "baseline")
+    for r in rows:
+        if r.verdict == "inconclusive":
+            lines.append(f"undecided: {r.task} / {r.model} {r.metric}: {r.reason}; "
+                         f"`med-evals power --margin {margin:g}` sizes a subset that can")
     undecided = bool(lines)
     if absent and allow_absent:
         lines.append(f"accepted (--allow-absent): {len(absent)} baseline run(s) without a new "
@@ -674,6 +787,14 @@ def decide(
         lines.append(f"UNDECIDED: the gate cannot decide ({len(tested)} gated metric(s) tested, "
                      "no regression among them)")
         return Decision(UNDECIDED, lines)
+    if margin is not None:
+        alone = sum(r.verdict == "no worse" and r.detects is not None
+                    and not math.isfinite(r.detects["difference"]) for r in tested)
+        how = "one-sided 95% paired bootstrap" + (
+            f"; {alone} from the baseline alone, too few samples differing" if alone else "")
+        lines.append(f"pass: {len(tested)} gated metric(s) tested, each no worse than its "
+                     f"baseline by more than {margin:g} ({how}), 0 regressions")
+        return Decision(OK, lines)
     lines.append(f"pass: {len(tested)} gated metric(s) tested, 0 regressions beyond sampling "
                  "noise (95% paired bootstrap)")
     return Decision(OK, lines)
@@ -691,7 +812,9 @@ def detect_lines(rows: Sequence[Row]) -> list[str]:
     """``<task> / <model> <metric>: this gate detects drops of at least 9.9 points (0.099;
     from the discordance: 79 of 250 samples differ)`` for each tested gated metric: the
     smallest true drop it detects with 80% power at alpha = 0.05 on the samples compared
-    (:func:`med_evals.stats.standing.detectable`)."""
+    (:func:`med_evals.stats.standing.detectable`). Where the pair detects none (too few samples
+    differ: an identical rerun differs on none), what the baseline alone lets a gate on these
+    samples detect (:attr:`Row.alone`, ``med-evals power``'s rule)."""
     lines = []
     for r in rows:
         d = r.detects
@@ -699,17 +822,36 @@ def detect_lines(rows: Sequence[Row]) -> list[str]:
             continue
         who = f"{r.task} / {r.model} {r.metric}"
         text = detectable_text(d)
-        if math.isnan(d["difference"]):
-            lines.append(f"{who}: what this gate detects: {text}")
-        elif math.isinf(d["difference"]):
-            lines.append(f"{who}: this gate detects no drop of any size "
-                         f"({text.removeprefix('none (')}")
-        else:
-            x = d["difference"]
+        x = d["difference"]
+        if math.isfinite(x):
             how = text[text.index("(") + 1:]
             lines.append(f"{who}: this gate detects drops of at least {100 * x:.1f} points "
                          f"({x:.3f}; {how}")
+            continue
+        pair = (f"the pair detects no drop of any size ({text.removeprefix('none (')}"
+                if math.isinf(x) else f"what the pair detects: {text}")
+        lines.append(f"{who}: {pair}; {alone_text(r.alone)}")
     return lines
+
+
+def alone_text(alone: Mapping[str, Any] | None) -> str:
+    """``from the baseline alone, a gate on these 20 samples detects drops of at least 39.7
+    points (0.397; ...)``: :func:`~med_evals.stats.standing.from_baseline`'s figure in
+    words."""
+    if alone is None:
+        return "nor can the baseline alone say"
+    x, n = alone["now"], alone["n"]
+    start = f"from the baseline alone, a gate on these {n} samples"
+    if math.isnan(x) or math.isinf(x):
+        why = alone["why"] or (f"fewer than {power.min_paired_n()} samples" if
+                               n < power.min_paired_n() else
+                               f"no detectable drop fits below the baseline's {alone['value']:.3f}")
+        return f"{start} detects no drop ({why})"
+    how = ("the new run's errors independent of the baseline's"
+           if alone["method"] == "independent errors"
+           else f"{power.z_sum():.2f} × √2 × the baseline's bootstrap standard error "
+                f"{alone['se']:.3f}")
+    return f"{start} detects drops of at least {100 * x:.1f} points ({x:.3f}; {how})"
 
 
 def gated_metrics(rows: Sequence[Row]) -> dict[str, list[str]]:
@@ -798,14 +940,28 @@ def read_baseline(path: str | Path) -> dict[str, Any]:
     if p.is_dir():
         raise CommandError(f"baseline {p}: a folder, not a baseline JSON file", USAGE)
     try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as ex:
+        raw = p.read_bytes()
+    except OSError as ex:
         raise CommandError(f"baseline {p}: cannot read it ({ex})", USAGE) from None
+    if zipfile.is_zipfile(p):  # an .eval log is a zip archive
+        raise CommandError(_a_log(p, "an Inspect log (.eval)"), USAGE)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CommandError(f"baseline {p}: not a med-evals baseline (not UTF-8 text: a binary "
+                           "file); record it with `med-evals baseline`", USAGE) from None
     if not text.strip():
         raise CommandError(f"baseline {p}: the file is empty", USAGE)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as ex:
         raise CommandError(f"baseline {p}: not JSON ({ex})", USAGE) from None
+    if isinstance(data, dict) and "runs" not in data and isinstance(data.get("eval"), dict):
+        raise CommandError(_a_log(p, "an Inspect log (.json)"), USAGE)
     check_baseline(data, f"baseline {p}")
     return data
+
+
+def _a_log(path: Path, what: str) -> str:
+    return (f"baseline {path}: this is {what}, not a baseline; record a baseline from it with "
+            f"`med-evals baseline {shlex.quote(str(path))} -o baseline.json`")

@@ -1,16 +1,28 @@
-"""The one place that imports Inspect's private API (``inspect_ai._util``).
+"""The one place that reaches Inspect's private API (``inspect_ai._...``).
 
-Inspect has no public home for these yet; if a release moves them, only this module changes.
+What Inspect makes public is imported from its public modules wherever it is used
+(``RegistryInfo`` and ``registry_info`` from ``inspect_ai.util``, ``compute_model_cost`` from
+``inspect_ai.model``: :func:`med_evals.logs.usage.priced`). What inspect_ai 0.3.285 has no
+public home for is reached here only, each import suppressed for the field's lint on its line
+with the reason (``inspect-evals-lint``'s ``private_api_imports``); if a release moves one, only
+this module changes, and ``tests/inspect_internals/test_compat.py`` fails first: one test per
+name, each checking the behaviour relied on here.
 
 - ``PrerequisiteError``: Inspect's error for a problem the user must fix before a run. Raised
   while ``inspect eval`` builds its tasks or models, the CLI prints its message alone, without a
   traceback, and exits 1 (but through its console, which ``--display none`` silences: see
   :class:`InputError`). Raised during a run, Inspect ends the task with status ``error`` and
-  shows its usual error panel (with a traceback).
-- ``TerminateSampleError``: ends one sample (used to record provider failures as ERROR).
-- ``registry_unqualified_name``: a metric's name as Inspect logs it (without the package).
-- ``with_metrics``: give one scorer other metrics, as ``Task(metrics=...)`` does for all of a
-  task's scorers (through the scorer's registry entry, like Inspect's own override).
+  shows its usual error panel (with a traceback). Inspect raises it too (a required model role
+  not bound): the solvers and judges let it through rather than record it as a provider failure.
+- ``TerminateSampleError``: Inspect's control flow that ends one sample (an operator limit), let
+  through by the solvers that record provider failures as ERROR
+  (:data:`med_evals.solvers.generate.CONTROL_FLOW`).
+- ``registry_unqualified_name``: a metric's or scorer's name as Inspect logs it (without the
+  package): the study's scorer name in a log, a metric's name in the report.
+- :func:`with_metrics`: give one scorer other metrics, as ``Task(metrics=...)`` does for all of a
+  task's scorers. It sets the ``metrics`` entry of the scorer's registry metadata (public
+  ``registry_info``), the entry Inspect's own ``scorer_metrics`` reads: the entry's name is
+  Inspect's, not public.
 - ``active_model``: the model under evaluation while Inspect builds a task (None outside a run;
   unlike ``get_model()``, it never creates one).
 - ``active_generate_config``: the run's generate settings (the task's, then the eval's:
@@ -31,9 +43,8 @@ Inspect has no public home for these yet; if a release moves them, only this mod
   Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
   values, for the tests that run Inspect's own command line in process (imported when called:
   the command line imports every command's module).
-- :func:`priced`, :func:`database_model_info`: Inspect's price of a usage at a model's prices,
-  and its model information (prices included) looked up without creating the provider
-  (:mod:`med_evals.logs.usage`).
+- :func:`database_model_info`: Inspect's model information (prices included) looked up without
+  creating the provider (:mod:`med_evals.logs.usage`).
 
 Nothing outside this module imports a private name of Inspect (``inspect_ai._...``, or a
 module of it whose name starts with ``_``): ``tests/test_layers.py`` fails otherwise, for the
@@ -42,7 +53,8 @@ package, its tests and its benchmarks.
 The exception hook (:func:`install_excepthook`) reads the traceback of the error it receives
 (the frames of Inspect's own functions: their names and locals) to say which flag a value came
 from: the functions named there (``parse_cli_args``, ``_resolve_role_model``, ``eval_set``) are
-Inspect's private code too, so they are named here only.
+Inspect's private code too, so they are named here only (``tests/test_errors.py`` runs
+Inspect's command line into each of them).
 """
 
 from __future__ import annotations
@@ -55,21 +67,31 @@ from pathlib import Path, PurePath
 from types import FrameType, TracebackType
 from typing import Any
 
-from inspect_ai._util.error import PrerequisiteError
-from inspect_ai._util.exception import TerminateSampleError
-from inspect_ai._util.registry import (
-    RegistryInfo,
+from inspect_ai._util.error import (
+    PrerequisiteError,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the error for a problem a user must fix, whose message Inspect's command line prints without a traceback  # noqa: E501
+)
+from inspect_ai._util.exception import (
+    TerminateSampleError,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the control flow that ends one sample, let through by the solvers that record provider failures  # noqa: E501
+)
+from inspect_ai._util.registry import (  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the registered providers and tasks (closest name to a misspelt one), a metric's creation arguments, the names a log gives  # noqa: E501
     registry_find,
-    registry_info,
     registry_params,
     registry_unqualified_name,
-    set_registry_info,
 )
-from inspect_ai.log._samples import sample_active
-from inspect_ai.model._generate_config import active_generate_config
-from inspect_ai.model._model import active_model
+from inspect_ai.log._samples import (
+    sample_active,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the sample running now, whose id and epoch the replay provider serves  # noqa: E501
+)
+from inspect_ai.model._generate_config import (
+    active_generate_config,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the run's generate settings, which a role's model gets only in part  # noqa: E501
+)
+from inspect_ai.model._model import (
+    active_model,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the model under evaluation while a task is built, None outside a run, never created  # noqa: E501
+)
 from inspect_ai.scorer import Metric, Scorer
-from inspect_ai.scorer._scorer import scorer_metrics
+from inspect_ai.scorer._scorer import (
+    scorer_metrics,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: a scorer's declared metrics, read back by the tests of the metric sets  # noqa: E501
+)
+from inspect_ai.util import registry_info
 from rich.markup import escape
 
 __all__ = [
@@ -89,12 +111,17 @@ __all__ = [
 ]
 
 
+#: the entry of a scorer's registry metadata that holds its metrics (Inspect's ``SCORER_METRICS``)
+_SCORER_METRICS = "metrics"
+
+
 def with_metrics(scorer: Scorer, metrics: list[Metric | dict[str, list[Metric]]]) -> Scorer:
     """``scorer`` with ``metrics`` instead of the ones its decorator declares (this scorer
     only: ``Task(metrics=...)`` would override every scorer of the task, the judge's too)."""
     info = registry_info(scorer)
-    metadata = {**info.metadata, "metrics": metrics}
-    set_registry_info(scorer, RegistryInfo(type=info.type, name=info.name, metadata=metadata))
+    # a new dict: the old one may be shared (Inspect builds one per scorer, but a caller's
+    # metadata passed to it is not copied); "metrics" is the entry scorer_metrics reads
+    info.metadata = {**info.metadata, _SCORER_METRICS: metrics}
     return scorer
 
 
@@ -352,47 +379,47 @@ def vllm_url_given(api: object) -> bool | None:
 
 def inspect_command() -> Any:
     """Inspect's command line, the click group ``inspect`` runs (for in-process tests)."""
-    from inspect_ai._cli.main import inspect
+    from inspect_ai._cli.main import (
+        inspect,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: Inspect's command line, run in process by the tests  # noqa: E501
+    )
 
     return inspect
 
 
 def parse_cli_config(args: Any, config: Any) -> dict[str, Any]:
     """What ``-T name=value`` (and a config file) hand a task: Inspect's own parsing."""
-    from inspect_ai._cli.util import parse_cli_config as parse
+    from inspect_ai._cli.util import (
+        parse_cli_config as parse,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: what -T values hand a task, for the tests  # noqa: E501
+    )
 
     return dict(parse(args, config))
 
 
 def parse_model_role_cli_args(args: Any) -> dict[str, Any]:
     """What ``--model-role role=model`` values become: Inspect's own parsing."""
-    from inspect_ai._cli.util import parse_model_role_cli_args as parse
+    from inspect_ai._cli.util import (
+        parse_model_role_cli_args as parse,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: what --model-role values become, for the tests  # noqa: E501
+    )
 
     return dict(parse(args))
 
 
 def openai_batcher() -> Any:
     """Inspect's ``OpenAIBatcher`` class (for the tests of ``--batch``)."""
-    from inspect_ai.model._providers._openai_batch import OpenAIBatcher
+    from inspect_ai.model._providers._openai_batch import (
+        OpenAIBatcher,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the Batch-API client, whose reading of a failed request the tests pin  # noqa: E501
+    )
 
     return OpenAIBatcher
 
 
 def local_server() -> Any:
     """Inspect's ``inspect_ai._util.local_server`` module (starts local model servers)."""
-    from inspect_ai._util import local_server as module
+    from inspect_ai._util import (
+        local_server as module,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the module that starts vllm serve, for the GPU bench's test  # noqa: E501
+    )
 
     return module
-
-
-def priced(cost: Any, usage: Any) -> float:
-    """Inspect's price in dollars of ``usage`` (a ``ModelUsage``) at ``cost`` (a ``ModelCost``,
-    $ per million tokens): ``compute_model_cost``, the function that sets
-    ``ModelUsage.total_cost`` during a run (cache writes at the default TTL's rate: a log does
-    not say which TTL a call used)."""
-    from inspect_ai.model._model import compute_model_cost
-
-    return float(compute_model_cost(cost, usage))
 
 
 def database_model_info(model: str) -> Any:
@@ -403,6 +430,8 @@ def database_model_info(model: str) -> Any:
     ``get_model_info`` creates the provider for a name the database does not know: a replay
     model would read its recording, an embedded one its weights, an OpenAI-compatible one
     import its SDK (5 s here)."""
-    from inspect_ai.model._model_info import _get_model_info_direct
+    from inspect_ai.model._model_info import (
+        _get_model_info_direct,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: model information without creating the provider (get_model_info creates it)  # noqa: E501
+    )
 
     return _get_model_info_direct(model)

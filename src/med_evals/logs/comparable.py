@@ -6,9 +6,9 @@ samples it ran nor *which model* answered:
 
 - the data pin (``dataset_revision``, ``data_checksum``), the prompt variant (``prompt``), what
   the gated numbers depend on in the study's code (``behaviour``, recorded in the log by the
-  task: :meth:`med_evals.study.spec.Study.behaviour`: labels, parser, value function, the compute of
-  each gated number; a log without it: the task's version, ``task_version``), its task
-  arguments but those that change no per-sample value
+  task: :meth:`med_evals.study.spec.Study.behaviour`: labels, parser, value function, the
+  compute of each gated number; a log without it: the task's version, ``task_version``), its
+  task arguments but those that change no per-sample value
   (:data:`~med_evals.study.spec.NON_SETUP_ARGS`), only select samples (:data:`SELECTION_ARGS`)
   or are a per-sample dimension compared condition by condition (``condition``), and the
   scorers' settings (``scorer_settings``);
@@ -24,17 +24,26 @@ samples it ran nor *which model* answered:
 Unknown settings are compared by default: a generation setting Inspect adds later is part of
 the setup until it is named in :data:`CALL_SETTINGS`.
 
+**What a gated number depends on** (:func:`gated_view`, :func:`gate_changes`): the gate
+compares a setup less what only its ungated numbers depend on: the task arguments and the
+options of the study's scorer that change only the generation scores (ROUGE-L, BERTScore:
+:data:`GENERATION_ONLY_ARGS`, :data:`GENERATION_ONLY_OPTIONS`; Table 5's mentions), and the
+settings of any other scorer (the agreement judge's): a baseline of the default run gates a
+``-T bertscore=false`` run, the difference named in a note. Everything else above is compared,
+the model roles too (a role the solver reads would change the replies; the log does not say
+which roles a solver reads).
+
 :func:`setup_changes` says what differs between two setups (``generation.temperature 0.0 ->
 0.5``); an empty list means the same setup. Every reader of runs asks it: the shards of one run
-must share a setup (:func:`med_evals.logs.runs.merge_shards`), the report never shows two setups in
-one row (:func:`med_evals.logs.labels.run_labels` names every setting that differs), and the
-gate compares a new run with a baseline run only under the same setup
-(:mod:`med_evals.commands.regress`). A baseline recorded before this module (format 2) holds 8 of
-these fields; :func:`legacy_view` gives a new setup's view of those 8, and the rest is reported
-as not recorded rather than as a change. Such a baseline names the task's version, not its
-behaviour: a new run whose behaviour is that of the last version to write format 2
-(:data:`LEGACY_BEHAVIOUR`) is compared with it as of that version, so that adding a metric
-(a version bump) leaves a stored format-2 baseline gating.
+must share a setup (:func:`med_evals.logs.runs.merge_shards`), the report never shows two
+setups in one row (:func:`med_evals.logs.labels.run_labels` names every setting that differs),
+and the gate compares a new run with a baseline run only under the same setup of what its gated
+numbers depend on (:mod:`med_evals.commands.regress`). A baseline recorded before this module
+(format 2) holds 8 of these fields; :func:`legacy_view` gives a new setup's view of those 8, and
+the rest is reported as not recorded rather than as a change. Such a baseline names the task's
+version, not its behaviour: a new run whose behaviour is that of the last version to write
+format 2 (:data:`LEGACY_BEHAVIOUR`) is compared with it as of that version, so that adding a
+metric (a version bump) leaves a stored format-2 baseline gating.
 """
 
 from __future__ import annotations
@@ -63,6 +72,21 @@ EVAL_SETTINGS = (
 #: Model arguments (``-M``) that change no reply, only what is shown while a run runs: never a
 #: difference between two runs (the embedded model's ``progress``: how often it prints)
 DISPLAY_ONLY_MODEL_ARGS = frozenset({"progress"})
+#: Task arguments that change only the generation scores (ROUGE-L and BERTScore of the reply
+#: against the reference: MedREQAL, HealthFC), never a gated number: the prediction, target and
+#: validity of every sample, and so every headline number, are the same with any of them
+#: (tests/test_regress.py runs both ways); compared for the report, not by the gate
+GENERATION_ONLY_ARGS = frozenset({
+    "generation_scoring", "bertscore", "bertscore_model", "bertscore_layers",
+    "bertscore_rescale",
+})
+#: Options of a study's scorer (Inspect's record of its arguments, ``scorer_settings``) that
+#: change only the generation scores and Table 5's mention flags of its value (the verdict
+#: scorer's ``reference_key``, BERTScore's encoder, ``mentions``), never a gated number
+GENERATION_ONLY_OPTIONS = frozenset({
+    "reference_key", "bertscore", "bertscore_model", "bertscore_layers", "bertscore_rescale",
+    "bertscore_batch_size", "mentions",
+})
 #: the fields a baseline of format 2 recorded (:func:`legacy_view`)
 LEGACY_FIELDS = (
     "dataset_revision", "data_checksum", "prompt", "task_version", "task_args",
@@ -197,6 +221,35 @@ def setup_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         else:
             out.append(f"{key} {_short(a)} -> {_short(b)}")
     return out
+
+
+def gated_view(setup: Mapping[str, Any], scorer: str | None) -> dict[str, Any]:
+    """What the gated numbers depend on of a (new or recorded, format 2 or 3) setup: the setup
+    less the task arguments in :data:`GENERATION_ONLY_ARGS`, and of its scorers' settings only
+    those of the study's ``scorer`` (the gated numbers' scorer), less the options in
+    :data:`GENERATION_ONLY_OPTIONS`. ``scorer`` None: every scorer's settings kept."""
+    out = dict(setup)
+    if isinstance(out.get("task_args"), Mapping):
+        out["task_args"] = {k: v for k, v in out["task_args"].items()
+                            if k not in GENERATION_ONLY_ARGS}
+    settings = out.get("scorer_settings")
+    if scorer is not None and isinstance(settings, Mapping):
+        mine = settings.get(scorer)
+        out["scorer_settings"] = (
+            {scorer: {k: v for k, v in mine.items() if k not in GENERATION_ONLY_OPTIONS}}
+            if isinstance(mine, Mapping) else {scorer: mine} if scorer in settings else {})
+    return out
+
+
+def gate_changes(
+    old: Mapping[str, Any], new: Mapping[str, Any], scorer: str | None
+) -> tuple[list[str], list[str]]:
+    """(what differs in what the gated numbers depend on: :func:`gated_view`, a changed setup
+    for the gate; what else differs: information, the ungated numbers beside it are not
+    comparable), each as :func:`setup_changes` names them."""
+    gated = setup_changes(gated_view(old, scorer), gated_view(new, scorer))
+    rest = [c for c in setup_changes(old, new) if c not in gated]
+    return gated, rest
 
 
 def _diff(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:

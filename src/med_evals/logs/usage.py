@@ -20,10 +20,11 @@ provider reports them, ``input_tokens_cache_read`` and ``input_tokens_cache_writ
 for the model's name as the log names it (:func:`read_prices`: the shape of Inspect's
 ``--model-cost-config`` file); the ``total_cost`` Inspect put in the log (it prices each call
 when it has the model's prices: ``--model-cost-config``, ``set_model_cost``); Inspect's own
-model information (:func:`~med_evals.inspect_internals.compat.database_model_info`). The price of a
-usage is Inspect's own formula (:func:`~med_evals.inspect_internals.compat.priced`). A model
-served by ``replay/`` costs nothing here: its cost is the recording's (``none (replayed)``). A
-run's cost (:func:`run_cost`) is the sum of its roles' costs, unknown when one role's is; **cost per
+model information (:func:`~med_evals.inspect_internals.compat.database_model_info`). The price of
+a usage is Inspect's own formula (:func:`priced`: ``inspect_ai.model.compute_model_cost``). A
+model served by ``replay/`` costs
+nothing here: its cost is the recording's (``none (replayed)``). A run's cost
+(:func:`run_cost`) is the sum of its roles' costs, unknown when one role's is; **cost per
 answer** (:func:`cost_per_answer`) divides it by :func:`answer_count`: the correct answers, or
 for the oncology study the valid replies (:data:`PER_VALID_REPLY`; docs/numbers.md, "Tokens and
 cost").
@@ -44,10 +45,10 @@ import numpy as np
 import yaml
 from inspect_ai.event import ModelEvent
 from inspect_ai.log import EvalLog, EvalSample
-from inspect_ai.model import ModelCost, ModelUsage
+from inspect_ai.model import ModelCost, ModelUsage, compute_model_cost
 from pydantic import ValidationError
 
-from med_evals.inspect_internals.compat import database_model_info, priced
+from med_evals.inspect_internals.compat import database_model_info
 from med_evals.logs.files import read_header
 from med_evals.outputs.exit_codes import USAGE, CommandError
 from med_evals.tasks import ONCOLOGY_RCT, Study
@@ -448,6 +449,13 @@ def token_count(usage: ModelUsage | None, name: str) -> int | None:
 
 def replayed(model: str) -> bool:
     return model.startswith(REPLAY_PREFIX)
+
+
+def priced(cost: ModelCost, usage: ModelUsage) -> float:
+    """Inspect's price in dollars of ``usage`` at ``cost`` ($ per million tokens):
+    ``compute_model_cost``, the function that sets ``ModelUsage.total_cost`` during a run (cache
+    writes at the default TTL's rate: a log does not say which TTL a call used)."""
+    return float(compute_model_cost(cost, usage))
 
 
 def role_cost(role: RoleUsage, prices: Prices | None = None) -> Cost:

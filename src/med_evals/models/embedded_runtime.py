@@ -341,7 +341,9 @@ class LlamaCppRuntime:
 
     def __init__(self, gguf: Path, threads: int | None, dtype: str) -> None:
         try:
-            from llama_cpp import Llama
+            from llama_cpp import (
+                Llama,  # inspect-evals-lint: ignore[external_dependencies] -- the import name of llama-cpp-python, declared in the llama-cpp extra (uninstalled, the lint cannot map the name to it)  # noqa: E501
+            )
         except ImportError:
             raise PrerequisiteError(
                 "runtime=llama_cpp needs llama-cpp-python: pip install llama-cpp-python"

@@ -45,6 +45,11 @@ def per_condition(
     ``fn`` gets each condition's values as rows of the scores' cached
     :class:`~med_evals.scorers.score_table.Table` (same values, same order), which the metric
     functions below read instead of the dicts.
+
+    Not Inspect's ``grouped()``: it keys even one condition by its name, nests a dict-valued
+    ``fn``'s numbers under the condition instead of ``<condition>/<key>``, and groups by sample
+    metadata, which values read back from a log (:func:`metric_values`) do not carry
+    (docs/numbers.md, "Inspect's own parts").
     """
     groups = {g: t.rows() for g, t in table_of(scores).groups("condition").items()}
     results = {g: fn(vals) for g, vals in groups.items()}
@@ -60,6 +65,16 @@ def per_condition(
         else:
             flat[f"{g}/{name}"] = res
     return flat
+
+
+def condition_metric(fn: Callable[[list[Value]], Any], name: str) -> Metric:
+    """The metric function of :func:`per_condition` of ``fn``: what each ``@metric`` below
+    returns."""
+
+    def compute(scores: list[SampleScore]) -> dict[str, Any]:
+        return per_condition(scores, fn, name)
+
+    return compute
 
 
 def each_condition(
@@ -248,9 +263,9 @@ def label_headline(values: Sequence[Value], labels: Sequence[str]) -> dict[str, 
     (MedEvidence, MedREQAL, HealthFC)."""
     rows = rows_of(values)
     return {
-        "accuracy_all": accuracy_of(rows, valid_only=False),
-        "macro_f1_all": macro_f1_of(rows, labels, valid_only=False),
-        "valid_rate": valid_rate_of(rows),
+        "accuracy_all": float(accuracy_of(rows, valid_only=False)),
+        "macro_f1_all": float(macro_f1_of(rows, labels, valid_only=False)),
+        "valid_rate": float(valid_rate_of(rows)),
     }
 
 
@@ -258,70 +273,49 @@ def label_headline(values: Sequence[Value], labels: Sequence[str]) -> dict[str, 
 def accuracy_all() -> Metric:
     """Accuracy over all samples; an invalid or errored reply is wrong."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: accuracy_of(v, False), "accuracy_all")
-
-    return compute
+    return condition_metric(lambda v: accuracy_of(v, False), "accuracy_all")
 
 
 @metric
 def accuracy_valid() -> Metric:
     """Accuracy over samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: accuracy_of(v, True), "accuracy_valid")
-
-    return compute
+    return condition_metric(lambda v: accuracy_of(v, True), "accuracy_valid")
 
 
 @metric
 def macro_f1_all(labels: list[str]) -> Metric:
     """Macro-F1 over ``labels``, all samples (invalid replies are misses)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: macro_f1_of(v, labels, False), "macro_f1_all")
-
-    return compute
+    return condition_metric(lambda v: macro_f1_of(v, labels, False), "macro_f1_all")
 
 
 @metric
 def macro_f1_valid(labels: list[str]) -> Metric:
     """Macro-F1 over ``labels``, samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: macro_f1_of(v, labels, True), "macro_f1_valid")
-
-    return compute
+    return condition_metric(lambda v: macro_f1_of(v, labels, True), "macro_f1_valid")
 
 
 @metric
 def valid_rate() -> Metric:
     """Share of all samples whose reply parsed to a label."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, valid_rate_of, "valid_rate")
-
-    return compute
+    return condition_metric(valid_rate_of, "valid_rate")
 
 
 @metric
 def label_counts(labels: list[str]) -> Metric:
     """How often each label was predicted, and how many replies were invalid or errors."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: counts_of(v, labels), "label_counts")
-
-    return compute
+    return condition_metric(lambda v: counts_of(v, labels), "label_counts")
 
 
 @metric
 def confusion_counts(labels: list[str]) -> Metric:
     """The confusion matrix as ``gold>predicted`` counts (INVALID / ERROR columns included)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: confusion_of(v, labels), "confusion")
-
-    return compute
+    return condition_metric(lambda v: confusion_of(v, labels), "confusion")
 
 
 @metric
@@ -342,10 +336,7 @@ def by_field(field: str, labels: list[str]) -> Metric:
             out[f"{field}={value}/n"] = n[value]
         return out
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, fn, f"by_{field}")
-
-    return compute
+    return condition_metric(fn, f"by_{field}")
 
 
 # --- the headline metric, and a metric set over values read back --------------------
@@ -363,9 +354,15 @@ def headline(study: Study | str, label_set: str | None = None) -> Metric:
     if isinstance(study, str):
         study = Study.named(study)
     args = {study.label_arg: label_set} if study.label_arg and label_set else {}
+    # the study's own function (its spec's compute: every headline number, in the headline's
+    # order, as floats), as Study.headline_values calls it for the report and the gate
+    numbers, labels = study.compute, study.labels(args)
+    if numbers is None:
+        raise TypeError(f"{study.task} has no headline numbers")
 
+    # its own compute, not condition_metric's: the logged metric is the route's first hop
     def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda v: study.headline_values(v, args), "headline")
+        return per_condition(scores, lambda values: dict(numbers(values, labels)), "headline")
 
     return compute
 

@@ -130,8 +130,19 @@ def grader_number(role: str) -> int | None:
 
 
 def grader_model() -> Model:
-    """The model bound to the ``grader`` role; a clear error when there is none."""
-    return get_model(role=GRADER_ROLE, required=True)
+    """The model the run bound to the ``grader`` role, as Inspect bound it (its
+    ``model_roles()``: the model ``get_model(role=GRADER_ROLE)`` returns), for what a task
+    records in its metadata; a clear error when there is none. The scorers resolve their
+    graders inside their ``@scorer`` (``get_model(role=GRADER_ROLE, required=True)``), where a
+    model is resolved for a run."""
+    bound = model_roles().get(GRADER_ROLE)
+    if isinstance(bound, list):
+        bound = bound[0] if bound else None
+    if bound is None:
+        raise InputError(
+            f"model role {GRADER_ROLE!r} is not bound: --model-role {GRADER_ROLE}=<provider/model>"
+        )
+    return bound
 
 
 #: the run's per-attempt limits, which Inspect does not pass on to a role's model
@@ -161,13 +172,14 @@ def grader_config(grader: Model) -> GenerateConfig:
     )
 
 
-def jury() -> dict[str, Model]:
-    """The graders bound to the run, by role, in order: ``grader`` (required), ``grader_2``, ...
+def jury(first: Model) -> dict[str, Model]:
+    """The graders bound to the run, by role, in order: ``first``, the ``grader`` role's model
+    (the scorer resolves it: ``get_model(role=GRADER_ROLE, required=True)``, Inspect's own error
+    when the role is not bound), then ``grader_2``, ...
 
     Read when a scorer is created (Inspect binds the roles before it creates the tasks), so a
     missing ``grader`` or a misnamed role stops the run before any sample.
     """
-    first = grader_model()  # Inspect's own error when the role is not bound
     roles = model_roles()
     bad = [r for r in roles if r.startswith(GRADER_ROLE) and grader_number(r) is None]
     if bad:
@@ -191,7 +203,9 @@ def jury() -> dict[str, Model]:
 def jury_models(graders: Mapping[str, Model] | None = None) -> dict[str, str]:
     """Each grader role and the model bound to it (``{"grader": "openai/gpt-4o", ...}``): what
     a task records in its metadata and each judge score in its own."""
-    return {role: str(m) for role, m in (graders if graders is not None else jury()).items()}
+    if graders is None:
+        graders = jury(grader_model())
+    return {role: str(m) for role, m in graders.items()}
 
 
 def jury_roles(values: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -642,7 +656,7 @@ def _graded(grade: str) -> str | None:
 def plausibility_judge(attempts: int = 3) -> Scorer:
     """Each grader rates the counterfactual abstract, and the original, 1-5 with a reason; the
     jury's rating is the median of its graders'."""
-    graders = jury()
+    graders = jury(get_model(role=GRADER_ROLE, required=True))
     models = jury_models(graders)
 
     async def score(state: TaskState, target: Target) -> Score:
@@ -702,7 +716,7 @@ def plausibility_judge(attempts: int = 3) -> Scorer:
 def detectability_judge(seed: int = 0, attempts: int = 3) -> Scorer:
     """Each grader sees original and counterfactual in a seeded random order and names the
     edited one; the jury's pick is their majority (``TIE`` on a tie)."""
-    graders = jury()
+    graders = jury(get_model(role=GRADER_ROLE, required=True))
     models = jury_models(graders)
 
     async def score(state: TaskState, target: Target) -> Score:
@@ -839,7 +853,7 @@ def conclusion_agreement(
         question_field: Sample metadata key of the question (the input text if absent).
         attempts: Judge calls at most per sample and grader before a judge failure.
     """
-    graders = jury()
+    graders = jury(get_model(role=GRADER_ROLE, required=True))
     models = jury_models(graders)
 
     async def score(state: TaskState, target: Target) -> Score:

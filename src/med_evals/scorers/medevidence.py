@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
+from inspect_ai.scorer import Metric, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.scorers.abstention import abstention
@@ -35,6 +35,7 @@ from med_evals.scorers.classification import (
     accuracy_of,
     accuracy_valid,
     by_field,
+    condition_metric,
     confusion_counts,
     confusion_of,
     headline,
@@ -42,7 +43,6 @@ from med_evals.scorers.classification import (
     macro_f1_all,
     macro_f1_of,
     macro_f1_valid,
-    per_condition,
     valid_rate,
 )
 from med_evals.scorers.labels import ERROR, INVALID, LabelSet
@@ -211,24 +211,18 @@ def lenient_view(labels: list[str]) -> Metric:
             "valid_rate_lenient": sum(v["valid"] for v in lv) / len(lv),
         }
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, fn, "lenient_view")
-
-    return compute
+    return condition_metric(fn, "lenient_view")
 
 
 @metric
 def confusion_lenient(labels: list[str]) -> Metric:
     """The lenient parse's confusion matrix (``gold>predicted`` counts)."""
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        def fn(values: list[Mapping[str, Any]]) -> dict[str, int]:
-            counts = confusion_of(lenient_values(values, labels), labels)
-            return {f"{k}_lenient": n for k, n in counts.items()}
+    def fn(values: list[Mapping[str, Any]]) -> dict[str, int]:
+        counts = confusion_of(lenient_values(values, labels), labels)
+        return {f"{k}_lenient": n for k, n in counts.items()}
 
-        return per_condition(scores, fn, "confusion_lenient")
-
-    return compute
+    return condition_metric(fn, "confusion_lenient")
 
 
 @metric
@@ -244,10 +238,7 @@ def accuracy_by_gold() -> Metric:
             out[f"gold={label}/n"] = gold.count(label)
         return out
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, fn, "accuracy_by_gold")
-
-    return compute
+    return condition_metric(fn, "accuracy_by_gold")
 
 
 def effect_metrics(

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
-from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
+from inspect_ai.scorer import Metric, Score, Scorer, Target, metric, scorer
 from inspect_ai.solver import TaskState
 
 from med_evals.data.reference_text import REFERENCE, reference_fields
@@ -49,11 +49,11 @@ from med_evals.scorers.classification import (
     accuracy_all,
     accuracy_by_codes,
     accuracy_valid,
+    condition_metric,
     headline,
     macro_f1_all,
     macro_f1_by_codes,
     macro_f1_valid,
-    per_condition,
     valid_rate,
 )
 from med_evals.scorers.generation import (
@@ -225,10 +225,7 @@ def predicted_label_counts() -> Metric:
         counts = table.memo("predicted_counts", lambda: Counter(pred))
         return {f"predicted_{key}": counts.get(label, 0) for label, key in _KEY.items()}
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        return per_condition(scores, count, "predicted_label_counts")
-
-    return compute
+    return condition_metric(count, "predicted_label_counts")
 
 
 @metric
@@ -246,10 +243,7 @@ def confusion_matrix() -> Metric:
             for p in _KEY
         }
 
-    def compute(scores: list[SampleScore]) -> dict[str, int]:
-        return per_condition(scores, cells, "confusion_matrix")
-
-    return compute
+    return condition_metric(cells, "confusion_matrix")
 
 
 def slug(text: str) -> str:
@@ -291,10 +285,7 @@ def _by_group(key: str, kind: str) -> Metric:
         values = by_group(rows, key, kind)
         return {f"{kind}_{key}_{slug(g)}": values[g] for g in sorted(values)}
 
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, groups, f"{kind}_by_{key}")
-
-    return compute
+    return condition_metric(groups, f"{kind}_by_{key}")
 
 
 @metric

@@ -47,12 +47,12 @@ from sklearn.metrics import confusion_matrix
 from med_evals.scorers.classification import (
     accuracy_codes,
     accuracy_valid,
+    condition_metric,
     encode,
     f1_per_label_codes,
     headline,
     macro_f1_valid,
     macro_of,
-    per_condition,
     valid_rate,
     valid_rate_of,
 )
@@ -228,10 +228,11 @@ def headline_numbers(
     :func:`summarize_condition` puts intervals on); the valid rate over all samples."""
     valid = valid_values(values)
     e = binary_estimates([v["target"] for v in valid], [v["prediction"] for v in valid])
+    # the headline's order (the primary number first), as floats: what the log records
     return {
-        "valid_rate": valid_rate_of(values),
-        "accuracy_valid": e["accuracy"],
-        "macro_f1_valid": e["macro_f1"],
+        "macro_f1_valid": float(e["macro_f1"]),
+        "accuracy_valid": float(e["accuracy"]),
+        "valid_rate": float(valid_rate_of(values)),
     }
 
 
@@ -366,11 +367,7 @@ def _summary(values: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _metric(fn: Callable[[dict[str, Any]], Any], name: str = "") -> Metric:
     """A metric applying ``fn`` to each condition's summary."""
-
-    def compute(scores: list[SampleScore]) -> dict[str, float]:
-        return per_condition(scores, lambda values: fn(_summary(values)), name)
-
-    return compute
+    return condition_metric(lambda values: fn(_summary(values)), name)
 
 
 def _strict(key: str, name: str) -> Metric:

@@ -26,7 +26,7 @@ import statistics
 from collections.abc import Mapping
 from typing import Any
 
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, Model
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser, Model, get_model
 from inspect_ai.scorer import (
     Metric,
     SampleScore,
@@ -40,7 +40,7 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 
-from med_evals.scorers.judges import error_name, grader_config, grader_model
+from med_evals.scorers.judges import GRADER_ROLE, error_name, grader_config
 from med_evals.scorers.oncology_rct import invert_outcome, parse_outcome_strict
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import GENERATE_ERROR
@@ -253,7 +253,7 @@ def rewrite_check(
     The grader role is resolved here, so a missing ``--model-role grader=...`` stops the task
     when it is created, before any rewrite is generated.
     """
-    grader = grader_model()
+    grader = get_model(role=GRADER_ROLE, required=True)
 
     async def score(state: TaskState, target: Target) -> Score:
         row = state.metadata["row"]

@@ -9,6 +9,7 @@ scored as ``ERROR``. Inspect's own control flow (limits, cancellation) is never 
 
 from __future__ import annotations
 
+from inspect_ai.model import ModelRefusalError
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.solver import generate as generate_solver
 from inspect_ai.util import LimitExceededError
@@ -18,8 +19,9 @@ from med_evals.inspect_internals.compat import PrerequisiteError, TerminateSampl
 GENERATE_ERROR = "generate_error"
 
 #: Inspect's own control flow and configuration errors: never recorded as a provider failure
-#: (here, nor as a judge failure: :func:`med_evals.scorers.judges.ask_judge`).
-CONTROL_FLOW = (LimitExceededError, TerminateSampleError, PrerequisiteError)
+#: (here, nor as a judge failure: :func:`med_evals.scorers.judges.ask_judge`). A refusal
+#: raised because the run asked for it (``--fail-on-refusal``) fails its sample, as Inspect does.
+CONTROL_FLOW = (LimitExceededError, TerminateSampleError, PrerequisiteError, ModelRefusalError)
 
 
 @solver

@@ -37,6 +37,24 @@ difference, e.g. the paired bootstrap's (:func:`med_evals.stats.intervals.bootst
 ``se``); from a baseline alone, ours: ``se = sqrt(2) * se_baseline`` (the new run's number as
 variable as the baseline's and independent of it), se_baseline from
 :func:`med_evals.stats.intervals.bootstrap_se`.
+
+**One floor for every number** (:func:`too_few_differ`, ours): a pair whose samples differ on
+fewer than about ``c^2 (1 - q)`` ~ 8 of them (or that has fewer than :func:`min_paired_n`)
+detects no difference of any size, whichever number: the discordance route's floor above, and
+the bootstrap route's too (a number's paired difference lives on the samples whose values
+differ; a bootstrap of a handful of them, none on an identical rerun, shows nothing of how the
+number varies).
+
+**No worse than a margin** (non-inferiority; the ``--margin`` of ``med-evals regress``): a run
+is shown no worse than its baseline by more than a margin m when the one-sided 95% lower bound
+of new - old lies above -m (the lower half of a TOST against the margin, at alpha = 0.05). The
+items that do so with 80% power for a run as good as its baseline, and the smallest margin
+that n items rule out, are the sizes above with the one-sided critical value
+``z_{1-alpha}`` for ``z_{1-alpha/2}`` (:func:`one_sided`: the two-sided formulas at 2 alpha;
+``c = 1.6449 + 0.8416 = 2.4865``), the variance of the paired difference taken at the margin
+(a run m worse whose errors are independent of the baseline's, ours: the variance under the
+null hypothesis the test rejects, as score tests take it, which stays above 0 for a baseline at
+an accuracy or valid rate of 1).
 """
 
 from __future__ import annotations
@@ -56,6 +74,14 @@ def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
 
 
+def one_sided(alpha: float = ALPHA) -> float:
+    """The two-sided level whose critical value is the one-sided test's at ``alpha``
+    (``z_{1-(2 alpha)/2} = z_{1-alpha}``): 0.10 for a one-sided test at 0.05. Every size here
+    is of a two-sided test at its ``alpha``; ``one_sided(alpha)`` gives the one-sided test's
+    (the gate's ``--margin``)."""
+    return 2 * alpha
+
+
 def min_paired_n(alpha: float = ALPHA) -> int:
     """The fewest paired samples on which McNemar's exact test can reject at level ``alpha``:
     the smallest n with ``2 * 0.5^n <= alpha`` (6 at alpha = 0.05: 2 * 0.5^5 = 0.0625)."""
@@ -73,9 +99,24 @@ def detectable_difference(
     if not 0 <= discordance <= 1:
         raise ValueError(f"discordance must be a share in [0, 1], not {discordance}")
     c = z_sum(alpha, power)
-    if n < min_paired_n(alpha) or n * discordance < c * c * (1 - discordance):
+    if too_few_differ(n, n * discordance, alpha, power):
         return math.inf
     return c * math.sqrt(discordance / (n + c * c))
+
+
+def too_few_differ(
+    n: int, differ: float, alpha: float = ALPHA, power: float = POWER
+) -> bool:
+    """Whether a pair on ``n`` samples that differ on ``differ`` of them is below the floor:
+    fewer than :func:`min_paired_n` samples, or ``differ < c^2 (1 - differ / n)`` (about 8
+    samples at alpha = 0.05, 80% power), where no difference of that discordance is
+    detectable. The one floor of every number a pair detects: the discordance route's
+    (:func:`detectable_difference`) and the bootstrap route's
+    (:func:`med_evals.stats.standing.detectable`)."""
+    if n <= 0:
+        return True
+    c = z_sum(alpha, power)
+    return n < min_paired_n(alpha) or differ < c * c * (1 - differ / n)
 
 
 def pair_detectable(

@@ -1,10 +1,8 @@
-"""Where runs stand: the statistics core (:mod:`med_evals.stats.trivial`,
-:mod:`med_evals.stats.power`,
-:mod:`med_evals.stats.ranking`, :mod:`med_evals.stats.clustered`) over runs read back, for the
-report and
-``med-evals compare``, ``diff``, ``regress`` and ``power``. Each function here only chooses the
-samples and the method; the numbers are the core's (docs/numbers.md, "What a number can
-say").
+"""Where runs stand: the statistics core (:mod:`med_evals.stats.intervals`,
+:mod:`med_evals.stats.trivial`, :mod:`med_evals.stats.power`, :mod:`med_evals.stats.ranking`)
+over runs read back, for the report and ``med-evals compare``, ``diff``, ``regress`` and
+``power``. Each function here only chooses the samples and the method; the numbers are the
+core's (docs/numbers.md, "What a number can say").
 
 - **Which headline numbers are proportions** (:data:`PROPORTIONS`, ours): accuracy over all
   samples (right = the label is the target), accuracy over valid predictions (right among the
@@ -17,7 +15,12 @@ say").
   valid in both) from the pair's observed discordance
   (:func:`med_evals.stats.power.pair_detectable`);
   any other number from its paired bootstrap's standard error
-  (:func:`med_evals.stats.power.detectable_from_se`).
+  (:func:`med_evals.stats.power.detectable_from_se`), under the same floor: nothing where too
+  few samples differ (:func:`med_evals.stats.power.too_few_differ`; for such a number, the
+  samples whose prediction or validity differs: :func:`differing`).
+- **What a baseline alone lets a gate detect, or rule out** (:func:`from_baseline`): the drop a
+  gate on its n samples detects, and the margin it rules out (``--margin``), with 80% power;
+  :func:`items_needed` sizes a gate for a chosen drop or margin.
 - **Trivial rows** (:func:`trivial_blocks`): once per condition and set of samples (the same
   sample ids with the same targets, under one label set): runs on the same samples share them.
 - **Ranks** (:func:`rankings`): three runs or more of a condition, on the samples all of them
@@ -36,8 +39,12 @@ from typing import Any
 from med_evals.logs.labels import Group, ordered_conditions
 from med_evals.logs.pairs import correct
 from med_evals.stats import power
-from med_evals.stats.clustered import clustered_proportion
-from med_evals.stats.intervals import bootstrap_interval, bootstrap_se, wilson_interval
+from med_evals.stats.intervals import (
+    bootstrap_interval,
+    bootstrap_se,
+    clustered_wilson_interval,
+    wilson_interval,
+)
 from med_evals.stats.ranking import PairTest, Ranked, rank_runs
 from med_evals.stats.trivial import TrivialRow, beats_trivial, best_trivial, trivial_rows
 from med_evals.study.spec import Study
@@ -146,8 +153,9 @@ def compute_headline_intervals(
     """Each headline number's 95% interval over ``entry``'s samples: Wilson for a proportion,
     the percentile bootstrap of the headline function (``n_boot`` resamples, seeded) for the
     rest; beside each, where the samples' sources are recorded, the interval clustered by
-    source (:func:`med_evals.stats.clustered.clustered_proportion`'s Wilson interval; for the rest,
-    the cluster bootstrap of :func:`med_evals.stats.intervals.bootstrap_interval`)."""
+    source (Inspect's clustered Wilson interval,
+    :func:`med_evals.stats.intervals.clustered_wilson_interval`; for the rest, the cluster
+    bootstrap of :func:`med_evals.stats.intervals.bootstrap_interval`)."""
     values = entry.ordered()
     ids = sorted(entry.values)
     numbers = study.headline_values(values, entry.task_args)
@@ -169,10 +177,7 @@ def compute_headline_intervals(
             what, over_valid = PROPORTIONS[h.name]
             mine = [s for v, s in zip(values, sources, strict=True) if v["valid"] or not over_valid]
             lo_hi = wilson_interval(value, len(hits))
-            clustered = None
-            if known:
-                clustered = clustered_proportion(hits, mine)["wilson_clustered"] if hits else (
-                    math.nan, math.nan)
+            clustered = clustered_wilson_interval(hits, mine) if known else None
             out[h.name] = Interval(h.name, value, "Wilson", lo_hi, len(hits), clustered,
                                    len(set(mine)) if known else 0,
                                    known and len(set(mine)) < len(mine))
@@ -304,11 +309,26 @@ def detectable(
                            "n": d["n"], "discordant": d["discordant"]}
         else:
             se = b["se"]
-            # se 0: the two runs' numbers agree on every resample: no estimate (not "any
-            # difference": the pair shows nothing of how the number varies)
-            out[h.name] = {"difference": power.detectable_from_se(se) if se > 0 else math.nan,
-                           "method": "bootstrap se", "n": len(va), "se": se}
+            k = differing(va, vb)
+            if power.too_few_differ(len(va), k):
+                # the discordance route's floor: a bootstrap of so few differing samples (none
+                # on an identical rerun) shows nothing of how the number varies
+                diff = math.inf
+            else:
+                # se 0: the two runs' numbers agree on every resample: no estimate
+                diff = power.detectable_from_se(se) if se > 0 else math.nan
+            out[h.name] = {"difference": diff, "method": "bootstrap se", "n": len(va),
+                           "se": se, "discordant": k}
     return out
+
+
+def differing(va: Values, vb: Values) -> int:
+    """The paired samples (``va``, ``vb``: the same samples in the same order) whose prediction
+    or validity differs between the two runs: the only samples a headline number's paired
+    difference can come from."""
+    return sum((a.get("prediction"), bool(a.get("valid"))) != (b.get("prediction"),
+                                                              bool(b.get("valid")))
+               for a, b in zip(va, vb, strict=True))
 
 
 def detectable_text(d: Mapping[str, Any]) -> str:
@@ -318,7 +338,7 @@ def detectable_text(d: Mapping[str, Any]) -> str:
     in one run only: too few)``."""
     c = power.z_sum()
     diff = d["difference"]
-    if d["method"] == "bootstrap se":
+    if d["method"] == "bootstrap se" and not math.isinf(diff):
         if math.isnan(d["se"]):
             return "no estimate (no bootstrap standard error: no resample defined it)"
         if d["se"] == 0:
@@ -389,48 +409,76 @@ def rankings(study: Study, groups: Sequence[Group]) -> list[Ranking]:
 
 # --- sizing a gate ------------------------------------------------------------------------
 
+#: bootstrap resamples of a baseline's standard error (macro-F1's) when a gate is sized from
+#: the baseline alone: ``med-evals power``'s default, and the gate's where its pair detects
+#: nothing, so that both print the same figure (the report's number of resamples)
+SE_BOOT = 200
 
-def items_needed(
-    study: Study, values: Values, task_args: Mapping[str, Any] | None, drop: float,
-    n_boot: int = 1000,
+
+def from_baseline(
+    study: Study, values: Values, task_args: Mapping[str, Any] | None, n_boot: int = SE_BOOT,
+    margin: bool = False,
 ) -> dict[str, dict[str, Any]]:
-    """For each headline number of a baseline run's ``values`` (one condition): its value, n,
-    the drop a gate on these n samples detects now and the items a gate needs to detect
-    ``drop`` (80% power, alpha = 0.05). A proportion over the same samples in both runs (over
-    all samples, or over valid predictions when every baseline sample is valid):
-    :func:`med_evals.stats.power.gate_drop` and :func:`med_evals.stats.power.size_for_drop`, the new
-    run's
-    errors independent of the baseline's; any other number: ``c * sqrt(2) * se`` of the
-    baseline's bootstrap standard error (:func:`med_evals.stats.power.gate_drop_from_se`) and, ours,
-    se taken to shrink as 1/sqrt(n): ``ceil(n * (now / drop)^2)``. ``needed`` is None where no
-    gate can detect the drop (``why`` says why)."""
+    """What a baseline run's ``values`` (one condition) alone let a gate on its n samples do,
+    per headline number, with 80% power: ``now``, the smallest drop it detects (alpha = 0.05,
+    two-sided), or with ``margin`` the smallest margin it rules out (``regress --margin``:
+    one-sided at 0.05, :func:`med_evals.stats.power.one_sided`). A proportion over the same
+    samples in both runs (over all samples, or over valid predictions when every baseline
+    sample is valid): :func:`med_evals.stats.power.gate_drop`, the new run's errors independent
+    of the baseline's (``method`` ``independent errors``); any other number:
+    ``c * sqrt(2) * se`` of the baseline's bootstrap standard error
+    (:func:`med_evals.stats.power.gate_drop_from_se`; ``method`` ``bootstrap se``, ``se``).
+    Each entry also holds ``value``, ``n`` and ``why`` (empty, or why ``now`` is undefined)."""
     numbers = study.headline_values(values, task_args)
+    alpha = power.one_sided() if margin else power.ALPHA
     n = len(values)
     se: dict[str, float] | None = None
     out: dict[str, dict[str, Any]] = {}
     for h in study.headline:
         p = numbers[h.name]
-        row: dict[str, Any] = {"value": p, "n": n, "needed": None, "why": ""}
+        row: dict[str, Any] = {"value": p, "n": n, "why": ""}
         over_valid = PROPORTIONS.get(h.name, ("", False))[1]
         hits = proportion(h.name, values, p)
         if hits is not None and (not over_valid or all(v["valid"] for v in values)):
-            row.update(method="independent errors", now=power.gate_drop(n, p))
-            try:
-                row["needed"] = power.size_for_drop(drop, p)
-            except ValueError as ex:
-                row["why"] = str(ex)
+            row.update(method="independent errors",
+                       now=power.gate_drop(n, p, alpha=alpha) if n else math.nan)
         else:
             if se is None:
                 se = bootstrap_se(lambda v: study.headline_values(v, task_args), values, n_boot)
-            now = power.gate_drop_from_se(se[h.name])
+            now = power.gate_drop_from_se(se[h.name], alpha=alpha)
             row.update(method="bootstrap se", now=now, se=se[h.name])
             if math.isnan(now):
                 row["why"] = "no bootstrap standard error on the baseline"
             elif now == 0:
                 row["why"] = ("the baseline's bootstrap standard error is 0 (every resample "
                               "gives the same value)")
-            else:
-                row["needed"] = max(math.ceil(n * (now / drop) ** 2 - 1e-9),
-                                    power.min_paired_n())
         out[h.name] = row
+    return out
+
+
+def items_needed(
+    study: Study, values: Values, task_args: Mapping[str, Any] | None, drop: float,
+    n_boot: int = SE_BOOT, margin: bool = False,
+) -> dict[str, dict[str, Any]]:
+    """For each headline number of a baseline run's ``values`` (one condition): its value, n,
+    the drop a gate on these n samples detects now (with ``margin``: the margin it rules out
+    now) and the items a gate needs to detect ``drop`` (to rule out a drop larger than
+    ``drop``), with 80% power at alpha = 0.05 (two-sided; one-sided for a margin):
+    :func:`from_baseline`'s methods; a proportion sized by
+    :func:`med_evals.stats.power.size_for_drop`, any other number, ours, with se taken to
+    shrink as 1/sqrt(n): ``ceil(n * (now / drop)^2)``. ``needed`` is None where no gate can
+    (``why`` says why)."""
+    alpha = power.one_sided() if margin else power.ALPHA
+    out = from_baseline(study, values, task_args, n_boot, margin)
+    for name, row in out.items():
+        row["needed"] = None
+        if row["method"] == "independent errors":
+            try:
+                row["needed"] = power.size_for_drop(drop, row["value"], alpha=alpha)
+            except ValueError as ex:
+                row["why"] = str(ex)
+        elif not row["why"]:
+            row["needed"] = max(math.ceil(row["n"] * (row["now"] / drop) ** 2 - 1e-9),
+                                power.min_paired_n(alpha))
+        out[name] = row
     return out

@@ -23,7 +23,7 @@ from typing import Any
 
 from med_evals.data.datasets import load_manifest
 from med_evals.scorers.classification import metric_values
-from med_evals.study.spec import STUDIES, Study, plain_numbers
+from med_evals.study.spec import STUDIES, Probe, Study, plain_numbers
 
 
 def _number(x: Any) -> Any:
@@ -34,7 +34,7 @@ def _number(x: Any) -> Any:
 def behaviour(study: Study) -> list[Any]:
     """What :func:`fingerprint` hashes: the study's behaviour on its probe (see the module's
     docstring), as plain data."""
-    probe = study.probe
+    probe: Probe = study._part("probe")
     out: list[Any] = [
         ["headline", [(h.name, h.over, h.source) for h in study.headline]],
         ["inputs", list(probe.prompts())],

@@ -1,20 +1,24 @@
-"""What a study is: the :class:`Study` spec, written once per study beside its task.
+"""What a task is: the :class:`Study` spec, one per task, written beside it.
 
-Each study's task module (``tasks/oncology_rct.py``, ``tasks/medevidence.py``,
-``tasks/medreqal.py``, ``tasks/healthfc.py``) defines its ``SPEC``: a :class:`Study` holding the
-objects themselves, not their names (its label sets, reply parser, headline function, metric
-set, scorer, generation means, conditions, subset source and the probe its version is
-fingerprinted on). :mod:`med_evals.tasks` lists them for the code that reads runs back
-(logs,
-report, regress, subsets, the CLI). The scorers and metrics never import a spec: the task hands
-its spec to them (:meth:`Study.make_scorer`), so the import graph runs one way::
+Each task module (``tasks/oncology_rct.py``, ``tasks/medevidence.py``, ``tasks/medreqal.py``,
+``tasks/healthfc.py``, ``tasks/counterfactual.py``) defines its ``SPEC``: a :class:`Study` naming
+the task's parts as the objects themselves, so a reader (and an IDE) goes from the spec to each
+part's code: its scorer (whose value function reads each reply with the study's parser), its
+metric set, its headline numbers and the one function computing them, its label sets, its
+conditions, what a shard and a subset hold (``item``), its data and the probe its version is
+fingerprinted on. :mod:`med_evals.tasks` registers every spec in the papers' order
+(:func:`register`), and :func:`med_evals.study.task.study_task` builds every task's ``Task`` from
+its spec. The scorers and metrics never import a spec: the task hands its spec to them, so the
+import graph runs one way::
 
-    study.py (this) <- solvers/, scorers/ <- tasks/<study>.py (SPEC) <- studies.py <- logs,
-    report/, regress, cli
+    study/spec.py (this) <- solvers/, scorers/ <- study/task.py <- tasks/ (SPECs, registry)
+    <- logs/ <- commands/
 
 A number has one function: :meth:`Study.headline_values` (the study's ``compute``) gives every
 headline number of one condition's per-sample score values; the logged ``headline`` metric, the
-report's cells and the gate's comparison all call it.
+report's cells and the gate's comparison all call it. The counterfactual tools
+(``counterfactual_build``, ``counterfactual_judges``) have specs too, with no headline: they
+build or judge data, and are not studies the report and the gate compare (:data:`STUDIES`).
 """
 
 from __future__ import annotations
@@ -22,13 +26,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from med_evals.inspect_internals.compat import with_metrics
 
 if TYPE_CHECKING:
+    from inspect_ai.dataset import Sample
     from inspect_ai.scorer import Metric, Scorer
 
     from med_evals.scorers.labels import LabelSet
@@ -111,11 +116,13 @@ class Probe:
     values: Callable[[str | None], Values]
 
 
-#: The one registry of the studies, task name -> spec, in the papers' order (the report's
-#: sections follow it). :func:`register` fills it; :mod:`med_evals.tasks` registers the
-# four
-#: specs, and everything that reads runs back (logs, report, regress, subsets, the CLI) asks it,
-#: as does a metric Inspect recreates from a log (:meth:`Study.named`).
+#: The registry of every task's spec, task name -> spec, in the papers' order: the oncology
+#: study and its counterfactual tools, MedEvidence, MedREQAL, HealthFC. :func:`register` fills it
+#: (:mod:`med_evals.tasks` registers every spec, explicitly and in that order).
+TASKS: dict[str, Study] = {}
+#: The studies: the registered tasks with headline numbers, in the same order (the report's
+#: sections follow it). Everything that reads study runs back (logs, report, regress, subsets,
+#: the CLI) asks it, as does a metric Inspect recreates from a log (:meth:`Study.named`).
 STUDIES: dict[str, Study] = {}
 
 
@@ -138,12 +145,19 @@ def digest(data: Any) -> str:
 
 
 def register(*specs: Study) -> dict[str, Study]:
-    """Add ``specs`` to :data:`STUDIES` (a task registered twice with another spec is an
-    error: one spec per task)."""
+    """Add ``specs`` to :data:`TASKS` in order, and each one with headline numbers to
+    :data:`STUDIES` (a task registered twice with another spec is an error: one spec per
+    task); returns :data:`STUDIES`."""
     for s in specs:
-        if STUDIES.setdefault(s.task, s) is not s:
-            raise ValueError(f"study {s.task!r} is registered already")
+        if TASKS.setdefault(s.task, s) is not s:
+            raise ValueError(f"task {s.task!r} is registered already")
+        if s.headline:
+            STUDIES[s.task] = s
     return STUDIES
+
+
+def _sample_id(sample: Sample) -> Hashable:
+    return str(sample.id)
 
 
 @dataclass(frozen=True, eq=False)
@@ -153,21 +167,40 @@ class Study:
     task: str
     title: str
     version: str
-    #: :func:`med_evals.study.fingerprint.fingerprint` of this version (tests/test_studies.py
-    # compares)
-    fingerprint_recorded: str
-    #: the scorer factory (an Inspect ``@scorer``); its registry name is the log's scorer name
+    #: the scorer factory (an Inspect ``@scorer``); its registry name is the log's scorer name;
+    #: its value function reads each reply into the per-sample score value every number is
+    #: computed from
     scorer: Callable[..., Scorer]
-    #: the scorer's metric set: ``metrics(study, full=..., label_set=..., **options)``
-    metrics: Callable[..., list[Metric | dict[str, list[Metric]]]]
+    #: :func:`med_evals.study.fingerprint.fingerprint` of this version (tests/test_studies.py
+    #: compares; ``""`` for a task without a probe: the counterfactual tools)
+    fingerprint_recorded: str = ""
+    #: the scorer's metric set: ``metrics(study, full=..., label_set=..., **options)`` (None:
+    #: the metrics the scorer declares)
+    metrics: Callable[..., list[Metric | dict[str, list[Metric]]]] | None = None
     #: label set name -> label set (the first is the paper's)
-    label_sets: Mapping[str, LabelSet]
+    label_sets: Mapping[str, LabelSet] = field(default_factory=dict)
     #: the reply parser: ``parser(reply)``, or ``parser(reply, label_set_name)`` with label_arg
-    parser: Callable[..., str]
-    headline: tuple[Headline, ...]
-    #: every headline number from one condition's values: ``compute(values, labels)``
-    compute: Callable[[Values, Sequence[str]], Mapping[str, float]]
-    probe: Probe
+    parser: Callable[..., str] | None = None
+    #: the headline numbers, the primary one first (none: not a study the report and the gate
+    #: compare)
+    headline: tuple[Headline, ...] = ()
+    #: every headline number from one condition's values: ``compute(values, labels)``, in the
+    #: headline's order, as floats (the logged ``headline`` metric calls it; so does
+    #: :meth:`headline_values` for the report and the gate)
+    compute: Callable[[Values, Sequence[str]], Mapping[str, float]] | None = None
+    #: the fixed inputs its behaviour is fingerprinted on (None: not fingerprinted)
+    probe: Probe | None = None
+    #: the item a sample belongs to, what a shard keeps together and a stored subset names (a
+    #: trial with all its conditions, a question with all its prompt variants); default: the
+    #: sample itself. ``item_name`` says what an item is, in messages and the shard record.
+    item: Callable[[Sample], Hashable] = _sample_id
+    item_name: str = "sample"
+    #: the keys of the per-sample score value ``inspect view``'s sample list shows beside the
+    #: sample's id, input (what the sample asks), gold (target) and predicted label (answer),
+    #: with their headers (:func:`med_evals.study.task.viewer_of`); the list is sorted by
+    #: ``view_sort`` (value keys) and then the sample id
+    view_scores: Mapping[str, str] = field(default_factory=lambda: {"valid": "Valid label"})
+    view_sort: tuple[str, ...] = ()
     #: the task argument choosing the label set (None: one label set)
     label_arg: str | None = None
     #: the generation means (ROUGE-L, BERTScore) of one condition's values, key -> mean
@@ -186,7 +219,8 @@ class Study:
     abstaining: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     #: the sample metadata key naming each sample's source, where several samples share one
     #: (the oncology trial behind each condition's sample, MedEvidence's review): intervals
-    #: clustered by it stand beside the plain ones (:mod:`med_evals.stats.clustered`); None: the
+    #: clustered by it stand beside the plain ones
+    #: (:func:`med_evals.stats.intervals.clustered_wilson_interval`); None: the
     #: data records none
     source: str | None = None
 
@@ -232,26 +266,34 @@ class Study:
         ``abstaining_of(label_set_name(task_args))``)."""
         return tuple(self.abstaining.get(label_set or next(iter(self.label_sets)), ()))
 
+    def _part(self, name: str) -> Any:
+        """The part ``name`` of a study (a spec without it, a counterfactual tool's, has no such
+        numbers: a programming error to ask)."""
+        part = getattr(self, name)
+        if part is None:
+            raise TypeError(f"{self.task} is not a study with headline numbers: it has no {name}")
+        return part
+
     def parse(self, reply: str | None, label_set: str | None = None) -> str:
         """A reply's label under ``label_set`` (the study's parser)."""
+        parser = self._part("parser")
         if self.label_arg:
-            return self.parser(reply, label_set or next(iter(self.label_sets)))
-        return self.parser(reply)
+            return str(parser(reply, label_set or next(iter(self.label_sets))))
+        return str(parser(reply))
 
     # -- numbers -----------------------------------------------------------------------------
     def headline_values(
         self, values: Values, task_args: Mapping[str, Any] | None = None
     ) -> dict[str, float]:
         """Every headline number over ``values`` (one condition's per-sample score values)."""
-        numbers = self.compute(values, self.labels(task_args))
+        numbers = self._part("compute")(values, self.labels(task_args))
         return {h.name: float(numbers[h.name]) for h in self.headline}
 
     def behaviour(self, task_args: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """What a run's gated numbers depend on in the study's code, recorded in each run's log
         (the task's metadata ``behaviour``) so that the gate compares it between a baseline and
-        a new run instead of the task's version (:mod:`med_evals.logs.comparable`): the labels of
-        the
-        run's label set, a digest of the parser's labels for the probe's replies
+        a new run instead of the task's version (:mod:`med_evals.logs.comparable`): the labels
+        of the run's label set, a digest of the parser's labels for the probe's replies
         (``parser``), of the per-sample score values the study's value function makes of them
         (``values``), and of each headline number over those values per condition
         (``metrics``, one digest per gated number). The prompts sent and the data are compared
@@ -259,14 +301,15 @@ class Study:
         a new condition, docs or a refactoring change none of these."""
         name = self.label_set_name(task_args)
         args = {self.label_arg: name} if self.label_arg else {}
-        values = list(self.probe.values(name))
+        probe: Probe = self._part("probe")
+        values = list(probe.values(name))
         by_condition: dict[str, list[Mapping[str, Any]]] = {}
         for v in values:
             by_condition.setdefault(str(v.get("condition", "")), []).append(v)
         numbers = {c: self.headline_values(vs, args) for c, vs in sorted(by_condition.items())}
         return {
             "labels": list(self.labels(args)),
-            "parser": digest([self.parse(r, name) for r in self.probe.replies]),
+            "parser": digest([self.parse(r, name) for r in probe.replies]),
             "values": digest(values),
             "metrics": {h.name: digest({c: n[h.name] for c, n in numbers.items()})
                         for h in self.headline},
@@ -288,7 +331,7 @@ class Study:
     ) -> list[Metric | dict[str, list[Metric]]]:
         """The scorer's metrics for a run with ``task_args`` (its label set), handed this spec."""
         label_set = self.label_set_name(task_args) if self.label_arg else None
-        return self.metrics(self, full=full, label_set=label_set, **options)
+        return list(self._part("metrics")(self, full=full, label_set=label_set, **options))
 
     def make_scorer(
         self,
@@ -298,7 +341,7 @@ class Study:
         **metric_options: Any,
     ) -> Scorer:
         """The study's scorer with its metric set (``full``: all of it; else the headline), for
-        a task with other scorers beside it (``Task(metrics=...)`` would give them the set too).
-        """
+        a task with other scorers beside it (``Task(metrics=...)`` would give them the set too:
+        :func:`med_evals.study.task.study_task` decides)."""
         scorer = self.scorer(**(scorer_args or {}))
         return with_metrics(scorer, self.metric_set(full, task_args, **metric_options))

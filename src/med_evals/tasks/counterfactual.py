@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """Counterfactual abstracts: build them with a model, and judge their plausibility.
 
 ``counterfactual_build`` asks a model to flip each trial's primary-endpoint result with minimal
@@ -23,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from inspect_ai import Epochs, Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import system_message
@@ -40,27 +41,19 @@ from med_evals.scorers.judges import (
     plausibility_judge,
 )
 from med_evals.scorers.oncology_rct import invert_outcome
-from med_evals.scorers.reducers import majority_label
 from med_evals.scorers.rewrite import first_accepted, original_fields, rewrite_check
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.study.checks import JURY, Roles, before_run
+from med_evals.study.checks import JURY, Roles
 from med_evals.study.params import (
     Choice,
-    Directory,
     File,
     Integer,
     Number,
     Paths,
-    ShardOf,
-    Text,
-    check_params,
 )
-from med_evals.study.shards import sharded
+from med_evals.study.spec import Study
+from med_evals.study.task import study_params, study_task
 from med_evals.tasks.oncology_rct import DATASET, FILE, read_trials, subset_trials
-
-#: Versions of the tasks that build data rather than measure a model (no study spec).
-BUILD_VERSION = "2.0.0"
-JUDGES_VERSION = "2.0.0"  # 2.0.0: judged texts quoted, a jury (scorers.judges)
 
 #: the builder's role: its flip check asks the grader alone
 FLIP_CHECK = Roles(
@@ -144,24 +137,17 @@ def counterfactual_build(
             together.
         unknown: Any other parameter is refused before the run, naming the closest one.
     """
-    p = check_params(
-        "counterfactual_build",
+    p = study_params(
+        BUILD_SPEC,
         locals(),
         trials_file=File(),
         resume=Paths(),
         max_background_change=Number(minimum=0.0, maximum=1.0),
         max_outcome_change=Number(minimum=0.0, maximum=1.0),
         max_title_change=Number(minimum=0.0, maximum=1.0),
-        data_dir=Directory(),
-        subset=Text(),
-        shard=ShardOf(),
     )
-    max_background_change = p.max_background_change
-    max_outcome_change, max_title_change, resume = (
-        p.max_outcome_change, p.max_title_change, p.resume
-    )
-    df, provenance = _trials(trials_file, data_dir, subset)
-    done = accepted_dois(resume)
+    df, provenance = _trials(p.trials_file, p.data_dir, p.subset)
+    done = accepted_dois(p.resume)
     samples = []
     for trial, row in df.iterrows():
         if row["doi"] in done:
@@ -182,27 +168,30 @@ def counterfactual_build(
             )
         )
     if not samples:
-        raise ValueError(f"nothing to build: all {len(df)} trials are already accepted in {resume}")
-    before_run("counterfactual_build", samples, roles=FLIP_CHECK)
-    return sharded("counterfactual_build", Task(
-        dataset=MemoryDataset(samples, name="counterfactual-build"),
+        raise ValueError(
+            f"nothing to build: all {len(df)} trials are already accepted in {p.resume}")
+    return study_task(
+        BUILD_SPEC,
+        p,
+        samples,
         solver=[system_message(BUILD_SYSTEM), generate_or_record_error()],
-        scorer=rewrite_check(max_background_change, max_outcome_change, max_title_change),
-        epochs=Epochs(1, first_accepted()),
+        scorer=rewrite_check(p.max_background_change, p.max_outcome_change, p.max_title_change),
+        reducer=first_accepted(),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
-        version=BUILD_VERSION,
+        roles=FLIP_CHECK,
+        dataset="counterfactual-build",
         metadata={
             "input": provenance,
-            "resume": resume,
+            "resume": p.resume,
             "skipped_finished": len(done),
-            "max_background_change": max_background_change,
-            "max_outcome_change": max_outcome_change,
-            "max_title_change": max_title_change,
+            "max_background_change": p.max_background_change,
+            "max_outcome_change": p.max_outcome_change,
+            "max_title_change": p.max_title_change,
             "flip_check": "the grader classifies each rewrite (study system prompt, "
             "Title/Abstract layout, strict parse); it must give the inverted label",
             "flip_check_grader": str(grader_model()),
         },
-    ), p.shard, item="trial")
+    )
 
 
 @task
@@ -229,26 +218,23 @@ def counterfactual_judges(
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
         unknown: Any other parameter is refused before the run, naming the closest one.
     """
-    p = check_params(
-        "counterfactual_judges",
+    p = study_params(
+        JUDGES_SPEC,
         locals(),
         judge=Choice(values=("rate", "paired")),
         trials_file=File(),
         seed=Integer(),
         attempts=Integer(minimum=1),
-        data_dir=Directory(),
-        subset=Text(),
     )
-    seed, attempts = p.seed, p.attempts
-    df, provenance = _trials(trials_file, data_dir, subset)
-    # judge is "rate" or "paired" (check_params refused anything else)
-    if judge == "rate":
-        judge_scorer = plausibility_judge(attempts=attempts)
+    df, provenance = _trials(p.trials_file, p.data_dir, p.subset)
+    # judge is "rate" or "paired" (study_params refused anything else)
+    if p.judge == "rate":
+        judge_scorer = plausibility_judge(attempts=p.attempts)
     else:
-        judge_scorer = detectability_judge(seed=seed, attempts=attempts)
+        judge_scorer = detectability_judge(seed=p.seed, attempts=p.attempts)
     samples = [
         Sample(
-            id=f"{judge}-{int(trial):03d}",
+            id=f"{p.judge}-{int(trial):03d}",
             input=row["counterfactual_abstract"],
             metadata={
                 k: row[k]
@@ -264,23 +250,47 @@ def counterfactual_judges(
         )
         for trial, row in df.iterrows()
     ]
-    # only the graders are called
-    before_run("counterfactual_judges", samples, model_called=False, roles=JURY)
-    return Task(
-        dataset=MemoryDataset(samples, name="counterfactual-judges"),
+    return study_task(
+        JUDGES_SPEC,
+        p,
+        samples,
         solver=[],
         scorer=judge_scorer,
-        epochs=Epochs(1, majority_label()),
-        version=JUDGES_VERSION,
+        config=GenerateConfig(),
+        # only the graders are called
+        model_called=False,
+        roles=JURY,
+        dataset="counterfactual-judges",
         metadata={
             "input": provenance,
-            "judge": judge,
-            "seed": seed,
-            "attempts": attempts,
+            "judge": p.judge,
+            "seed": p.seed,
+            "attempts": p.attempts,
             "graders": jury_models(),  # role -> model, named beside the judge's numbers
             "judge_version": JUDGE_VERSION,
         },
     )
+
+
+#: The specs of the tasks that build or judge data rather than measure a model: no headline
+#: numbers (not studies the report and the gate compare) and no fingerprint.
+BUILD_SPEC = Study(
+    task="counterfactual_build",
+    title="Counterfactual abstracts of the oncology trials, built and checked",
+    version="2.0.0",
+    scorer=rewrite_check,
+    datasets=(DATASET,),
+    item_name="trial",  # a sample is a trial
+    view_scores={"status": "Status", "reason": "Rejected because", "grader": "Grader's label"},
+)
+JUDGES_SPEC = Study(
+    task="counterfactual_judges",
+    title="Plausibility and detectability of the counterfactual abstracts, judged",
+    version="2.0.0",  # 2.0.0: judged texts quoted, a jury (scorers.judges)
+    scorer=plausibility_judge,
+    datasets=(DATASET,),
+    view_scores={},  # the jury's rating or pick is the answer column
+)
 
 
 # --- accepted rewrites, read back from builder logs (resume; med-evals export-counterfactuals) --

@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """HealthFC: verifying health claims (Vladika, Schneider, Matthes, LREC-COLING 2024).
 
 750 health questions from the Medizin-transparent fact-checking portal, each with a verdict
@@ -12,6 +13,7 @@ pinned commit, never shipped here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,25 +29,13 @@ from med_evals.data.datasets import (
     resolve_file,
 )
 from med_evals.data.reference_text import reference_record
-from med_evals.scorers.bertscore import BertScoreConfig
-from med_evals.scorers.classification import label_headline
-from med_evals.scorers.generation import generation_means
 from med_evals.scorers.medreqal import (
-    ABSTAINING,
     LABEL_CODES,
-    VERDICT,
-    parse_verdict,
-    verdict,
-    verdict_metrics,
 )
-from med_evals.study.params import Flag, check_params
-from med_evals.study.shards import sharded
-from med_evals.study.spec import Study
+from med_evals.study.params import Flag
+from med_evals.study.task import study_params
+from med_evals.tasks.medreqal import SPEC as MEDREQAL
 from med_evals.tasks.medreqal import (
-    VERDICT_CONDITIONS,
-    VERDICT_HEADLINE,
-    VERDICT_PROBE,
-    question_of,
     verdict_params,
     verdict_task,
 )
@@ -145,58 +135,36 @@ def healthfc(
 
     Temperature 0 and at most 256 new tokens by default, as in MedREQAL.
     """
-    p = check_params("healthfc", locals(), **verdict_params(), evidence=Flag())
-    evidence, epochs, bertscore_layers = p.evidence, p.epochs, p.bertscore_layers
-    path, provenance = resolve_file(DATASET, FILE, data_dir, data_file)
+    p = study_params(SPEC, locals(), **verdict_params(), evidence=Flag())
+    path, provenance = resolve_file(DATASET, FILE, p.data_dir, p.data_file)
     df = read_healthfc(path)
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     rows = enumerate(df.to_dict("records"))
-    samples = [record_to_sample(row, i, evidence) for i, row in rows]
-    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return sharded("healthfc", verdict_task(
+    return verdict_task(
         SPEC,
-        samples,
+        p,
+        [record_to_sample(row, i, p.evidence) for i, row in rows],
         path,
-        # the study's scorer and its metric set (the route to its numbers: CONTRIBUTING.md)
-        label_scorer=SPEC.make_scorer(
-            full=metrics == "full", scorer_args=bert_cfg.scorer_args(generation_scoring, bertscore)
-        ),
-        prompt=prompt,
-        evidence=evidence,
-        generation_scoring=generation_scoring,
-        bert_cfg=bert_cfg,
-        bertscore=bertscore,
-        judge=judge,
-        subset=subset,
-        epochs=epochs,
-        metrics=metrics,
+        evidence=p.evidence,
         metadata={
             "paper": "Vladika, Schneider, Matthes. HealthFC. LREC-COLING 2024",
             "data": provenance,
             "count_check": count_problem or count_summary(DATASET),
-            "evidence_in_prompt": evidence,
+            "evidence_in_prompt": p.evidence,
             "generation_reference": "en_explanation",
         },
-    ), p.shard, key=question_of, item="question")
+    )
 
 
-SPEC = Study(
+#: MedREQAL's spec (its scorer, metric set, parser, headline, generation means, conditions and
+#: probe: scorers/medreqal.py, scorers/classification.py) over HealthFC's own data
+SPEC = replace(
+    MEDREQAL,
     task="healthfc",
     title="HealthFC (Vladika et al. 2024)",
     version="2.1.0",
     fingerprint_recorded="1aba1703396348cc",
-    # scorers/medreqal.py: the scorer, its metric set, the parser and the generation means
-    scorer=verdict,
-    metrics=verdict_metrics,
-    label_sets={"verdict": VERDICT},
-    abstaining={"verdict": ABSTAINING},
-    conditions=VERDICT_CONDITIONS,
-    parser=parse_verdict,
-    headline=VERDICT_HEADLINE,
-    # scorers/classification.py: accuracy and macro-F1 over all samples, the valid rate
-    compute=label_headline,
-    means=generation_means,
-    probe=VERDICT_PROBE,
     subset_source=subset_source,
     datasets=(DATASET,),
+    reference_tables=(),
 )

@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """MedEvidence: does the outcome go higher, lower, show no difference, an uncertain effect, or
 is data insufficient? (Polzak et al., "Can Large Language Models Match the Conclusions of
 Systematic Reviews?", ICLR 2026.)
@@ -20,12 +21,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from inspect_ai import Epochs, Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 
 from med_evals.data.datasets import DatasetError, fetch, read_csv_checked
-from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medevidence import (
     ABSTAINING,
@@ -39,13 +39,10 @@ from med_evals.scorers.medevidence import (
     gold_label,
     parse_effect,
 )
-from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import medevidence as prompts
-from med_evals.solvers.generate import generate_or_record_error
-from med_evals.study.checks import before_run
-from med_evals.study.params import Choice, Directory, ParamError, ShardOf, Text, check_params
-from med_evals.study.shards import sharded
-from med_evals.study.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
+from med_evals.study.params import Choice, ParamError
+from med_evals.study.spec import PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
+from med_evals.study.task import study_params, study_task, subset_items
 
 DATASET = "medevidence"
 FILE_250 = "manual_250-abstract.jsonl"
@@ -242,61 +239,45 @@ def medevidence(
     graded as the authors graded them (the ``**Answer**`` field must equal a class); our lenient
     reading is reported beside it (metrics suffixed ``_lenient``).
     """
-    p = check_params(
-        "medevidence",
+    p = study_params(
+        SPEC,
         locals(),
         condition=Choice(values=CONDITIONS, many=True),
         labels=Choice(values=tuple(LABEL_SETS)),
         questions=Choice(values=("250", "284")),
-        data_dir=Directory(),
-        subset=Text(),
-        metrics=Choice(values=METRIC_SETS),
-        shard=ShardOf(),
     )
-    # check_params allowed only known values: the conditions, a label set, 250 or 284
-    condition, questions = p.condition, p.questions
-    conds = condition.split(",") if isinstance(condition, str) else list(condition)
-    conds = [c.strip() for c in conds]
-    if str(questions) == "250":
-        file = fetch(DATASET, FILE_250, data_dir)
+    # study_params allowed only known values: the conditions, a label set, 250 or 284
+    conds = [c.strip() for c in (
+        p.condition.split(",") if isinstance(p.condition, str) else list(p.condition))]
+    if str(p.questions) == "250":
+        file = fetch(DATASET, FILE_250, p.data_dir)
         qs = read_questions(file.path)
     else:  # 284
         if "evidence" in conds:
             raise ParamError("medevidence: -T questions=284 has no source texts: closed_book only")
-        file = fetch(DATASET, FILE_284, data_dir)
-        qs = read_spreadsheet(file.path)
-
-    if subset:
-        if str(questions) != "250":
+        if p.subset:
             raise ParamError("medevidence: -T subset=... is drawn from -T questions=250 only")
-        by_id = {q["id"]: q for q in qs}
-        keep = select(
-            by_id, load_subset("medevidence", subset), {k: q["question"] for k, q in by_id.items()}
-        )
-        qs = [by_id[i] for i in keep]
-    samples = [record_to_sample(q, c, labels) for q in qs for c in conds]
-    before_run("medevidence", samples)
-    # a shard keeps every condition of its questions (compared question by question)
-    return sharded("medevidence", Task(
-        dataset=MemoryDataset(samples, name=f"medevidence-{questions}", location=str(file.path)),
-        solver=generate_or_record_error(),
-        scorer=SPEC.scorer(labels),
-        # Task-level metrics: kept with the log, so `inspect score` re-scores with the same set
-        metrics=SPEC.metric_set(full=metrics == "full", task_args={"labels": labels}),
+        file = fetch(DATASET, FILE_284, p.data_dir)
+        qs = read_spreadsheet(file.path)
+    by_id = {q["id"]: q for q in qs}
+    keep = subset_items(SPEC, p.subset, {k: q["question"] for k, q in by_id.items()})
+    kept = qs if keep is None else [by_id[i] for i in keep]
+    return study_task(
+        SPEC,
+        p,
+        [record_to_sample(q, c, p.labels) for q in kept for c in conds],
+        task_args={"labels": p.labels},
         config=AUTHORS_CONFIG,
-        epochs=Epochs(1, majority_label()),
-        version=SPEC.version,
-        headline_metric=SPEC.scorer_name,  # viewer: the study's headline first
+        scorer=SPEC.scorer(p.labels),
+        dataset=f"medevidence-{p.questions}",
+        location=str(file.path),
         metadata={
             "study": "Polzak et al. 2026 (MedEvidence)",
-            # what the gated numbers depend on in the code (the gate compares it, not version)
-            "behaviour": SPEC.behaviour({"labels": labels}),
             "conditions": conds,
-            "labels": labels,
-            "label_scheme": SCHEME_SOURCE[labels],
+            "labels": p.labels,
+            "label_scheme": SCHEME_SOURCE[p.labels],
             "grading": "authors' (inspect_outputs.ipynb grade): the **Answer** field, lower-cased "
             "and stripped, equals a class, else invalid; lenient parse (ours) as *_lenient",
-            "subset": subset,
             "fidelity": {
                 k: v for k, v in FIDELITY.items() if k not in CONDITIONS or k in conds
             },
@@ -304,7 +285,7 @@ def medevidence(
             "system 'follow instruction'",
             "data": file.provenance(),
         },
-    ), p.shard, key=lambda s: (s.metadata or {})["question_id"], item="question")
+    )
 
 
 # --- the study ---------------------------------------------------------------------------------
@@ -371,4 +352,9 @@ SPEC = Study(
     subset_source=subset_source,
     datasets=(DATASET,),
     source="review",  # the Cochrane review each question came from (sample metadata)
+    # a shard and a subset keep every condition of a question (compared question by question)
+    item=lambda s: (s.metadata or {})["question_id"],
+    item_name="question",
+    view_scores={"condition": "Condition", "evidence_quality": "Evidence quality",
+                 "correct": "Correct"},
 )

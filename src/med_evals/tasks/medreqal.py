@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """MedREQAL: medical knowledge recall as question answering (Vladika, Schneider, Matthes 2024).
 
 2,786 questions generated from the objectives of Cochrane systematic reviews (2018-2023). In a
@@ -16,18 +17,17 @@ from :mod:`med_evals.scorers.medreqal`, :mod:`med_evals.solvers.medreqal`): the 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
-from inspect_ai import Epochs, Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
 from inspect_ai.model import GenerateConfig
-from inspect_ai.scorer import Scorer
 
 from med_evals.data.datasets import check_counts, count_summary, fetch, read_csv_checked, row_error
 from med_evals.data.hf import SOURCES, medreqal_file, published_after_rows
 from med_evals.data.reference_text import REFERENCE, reference_record, reference_text
-from med_evals.data.subsets import load_subset, select
 from med_evals.scorers.bertscore import BertScoreConfig
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.generation import generation_means
@@ -42,8 +42,6 @@ from med_evals.scorers.medreqal import (
     verdict_metrics,
     verdict_value,
 )
-from med_evals.scorers.reducers import majority_label
-from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.medreqal import (
     GROUPS,
     PAPER_MODELS,
@@ -51,28 +49,24 @@ from med_evals.solvers.medreqal import (
     variant_samples,
     variants,
 )
-from med_evals.study.checks import JURY, Roles, before_run
+from med_evals.study.checks import JURY, Roles
 from med_evals.study.params import (
     Check,
     Choice,
-    Directory,
     File,
     Flag,
     Integer,
     IsoDate,
-    ShardOf,
     Text,
-    check_params,
 )
-from med_evals.study.shards import sharded
 from med_evals.study.spec import (
-    METRIC_SETS,
     PROBE_REPLIES,
     VALID_RATE,
     Headline,
     Probe,
     Study,
 )
+from med_evals.study.task import study_params, study_task, subset_items
 
 #: Temperature 0 and at most 256 new tokens, as in the paper (CLI flags override them).
 PAPER_CONFIG = GenerateConfig(temperature=0.0, max_tokens=256)
@@ -96,11 +90,10 @@ NO_JUDGE = Roles(hint=f"-T judge=true adds the agreement judge, which reads {JUR
 
 
 def verdict_params() -> dict[str, Check]:
-    """The checks of the parameters MedREQAL and HealthFC share (see
-    :mod:`med_evals.study.params`)."""
+    """The checks of the parameters MedREQAL and HealthFC share beside every task's
+    (:data:`med_evals.study.task.COMMON_PARAMS`)."""
     return {
         "prompt": Choice(values=tuple(PAPER_MODELS), groups=tuple(GROUPS), many=True),
-        "data_dir": Directory(),
         "data_file": File(),
         "generation_scoring": Flag(),
         "bertscore_model": Text(),
@@ -108,21 +101,15 @@ def verdict_params() -> dict[str, Check]:
         "bertscore_rescale": Flag(),
         "bertscore": Flag(),
         "judge": Flag(),
-        "subset": Text(),
         "epochs": Integer(minimum=1),
-        "metrics": Choice(values=METRIC_SETS),
-        "shard": ShardOf(),
     }
 
 
-def apply_subset(task: str, samples: list[Sample], subset: str | None) -> list[Sample]:
+def apply_subset(study: Study, samples: list[Sample], subset: str | None) -> list[Sample]:
     """Keep a stored subset's samples (ids are 1-based row numbers), checking each question."""
-    if not subset:
-        return samples
     by_id = {str(s.id).rsplit("-", 1)[-1]: s for s in samples}
-    texts = {k: str(s.input) for k, s in by_id.items()}  # the question
-    keep = select(by_id, load_subset(task, subset), texts)
-    return [by_id[k] for k in keep]
+    keep = subset_items(study, subset, {k: str(s.input) for k, s in by_id.items()})
+    return samples if keep is None else [by_id[k] for k in keep]
 
 
 def question_of(sample: Sample) -> str:
@@ -134,49 +121,38 @@ def question_of(sample: Sample) -> str:
 
 def verdict_task(
     study: Study,
+    p: SimpleNamespace,
     samples: list[Sample],
     path: Path,
     *,
-    label_scorer: Scorer,
-    prompt: str | list[str],
     evidence: bool = False,
-    generation_scoring: bool,
-    bert_cfg: BertScoreConfig,
-    bertscore: bool,
-    judge: bool,
-    subset: str | None,
-    epochs: int,
-    metrics: str = "headline",
     metadata: dict[str, Any],
 ) -> Task:
-    """The Task of MedREQAL and HealthFC: one prompt variant or several (``prompt``: one, a
-    list, ``all``), the verdict scorers, the paper's generation settings, and what produced the
-    run in the log's metadata.
+    """The Task of MedREQAL and HealthFC (their checked parameters ``p``): one prompt variant
+    or several (``prompt``: one, a list, ``all``), the verdict scorer (and the agreement judge
+    with ``judge``), the paper's generation settings, and what produced the run in the log's
+    metadata.
 
     Each sample's input is a prompt variant's Table 7 messages for its question (rendered
     here, once: docs/performance.md), and the solver is one generation. Several variants: each
     question under each, the variant the sample's condition
     (:func:`~med_evals.solvers.medreqal.variant_samples`); the log's ``prompt`` names them all.
     """
-    chosen = variants(prompt)
-    samples = apply_subset(study.task, samples, subset)
-    prompted = variant_samples(samples, chosen, evidence=evidence, keep_question=judge)
-    before_run(study.task, prompted, roles=JURY if judge else NO_JUDGE)
-    return Task(
-        dataset=MemoryDataset(prompted, name=study.task, location=str(path)),
-        solver=generate_or_record_error(),
-        # the study's scorer, built by its @task (SPEC.make_scorer: its metric set), then the
-        # judge of agreement with the reference (--model-role grader=..., grader_2=...)
-        scorer=[label_scorer,
-                *([conclusion_agreement(reference_field=REFERENCE)] if judge else [])],
+    chosen = variants(p.prompt)
+    samples = apply_subset(study, samples, p.subset)
+    bert_cfg = BertScoreConfig.make(p.bertscore_model, p.bertscore_layers, p.bertscore_rescale)
+    return study_task(
+        study,
+        p,
+        variant_samples(samples, chosen, evidence=evidence, keep_question=p.judge),
         config=PAPER_CONFIG,
-        epochs=Epochs(epochs, majority_label()),
-        version=study.version,
-        headline_metric=study.scorer_name,  # viewer: the study's headline first
+        scorer=study.scorer(**bert_cfg.scorer_args(p.generation_scoring, p.bertscore)),
+        # the judge of agreement with the reference (--model-role grader=..., grader_2=...)
+        scorers=[conclusion_agreement(reference_field=REFERENCE)] if p.judge else [],
+        roles=JURY if p.judge else NO_JUDGE,
+        location=str(path),
         metadata={
             **metadata,
-            # what the gated numbers depend on in the code (the gate compares it, not version)
-            "behaviour": study.behaviour(),
             # one variant: its name (as before several were possible); several: "chat,alpaca"
             "prompt": ",".join(chosen),
             "prompt_models_in_paper": (PAPER_MODELS[chosen[0]] if len(chosen) == 1
@@ -187,13 +163,12 @@ def verdict_task(
             ],
             **(
                 bert_cfg.describe()
-                if generation_scoring and bertscore
-                else {"generation_scoring": generation_scoring, "bertscore": False}
+                if p.generation_scoring and p.bertscore
+                else {"generation_scoring": p.generation_scoring, "bertscore": False}
             ),
-            "judge": "conclusion_agreement (grader role)" if judge else None,
+            "judge": "conclusion_agreement (grader role)" if p.judge else None,
             # the judge's graders (role -> model) and version, named beside its numbers
-            **({"graders": jury_models(), "judge_version": JUDGE_VERSION} if judge else {}),
-            "subset": subset,
+            **({"graders": jury_models(), "judge_version": JUDGE_VERSION} if p.judge else {}),
         },
     )
 
@@ -370,45 +345,29 @@ def medreqal(
 
     The generation defaults are the paper's: temperature 0, at most 256 new tokens.
     """
-    p = check_params(
-        "medreqal",
-        locals(),
-        **verdict_params(),
-        source=Choice(values=SOURCES),
+    p = study_params(
+        SPEC, locals(), **verdict_params(), source=Choice(values=SOURCES),
         published_after=IsoDate(),
     )
-    published_after, epochs, bertscore_layers = p.published_after, p.epochs, p.bertscore_layers
-    path, provenance = medreqal_file(source, DATASET, FILE, data_dir, data_file)
+    path, provenance = medreqal_file(p.source, DATASET, FILE, p.data_dir, p.data_file)
     df = read_medreqal(path)
-    if published_after:
-        df = published_after_rows(df, published_after, path)
+    if p.published_after:
+        df = published_after_rows(df, p.published_after, path)
     count_problem = check_counts(path, list(df["gold"]), DATASET)
     samples = [record_to_sample(row, i) for i, row in enumerate(df.to_dict("records"))]
-    bert_cfg = BertScoreConfig.make(bertscore_model, bertscore_layers, bertscore_rescale)
-    return sharded("medreqal", verdict_task(
+    return verdict_task(
         SPEC,
+        p,
         samples,
         path,
-        # the study's scorer and its metric set (the route to its numbers: CONTRIBUTING.md)
-        label_scorer=SPEC.make_scorer(
-            full=metrics == "full", scorer_args=bert_cfg.scorer_args(generation_scoring, bertscore)
-        ),
-        prompt=prompt,
-        generation_scoring=generation_scoring,
-        bert_cfg=bert_cfg,
-        bertscore=bertscore,
-        judge=judge,
-        subset=subset,
-        epochs=epochs,
-        metrics=metrics,
         metadata={
             "paper": "Vladika, Schneider, Matthes. MedREQAL. Findings of ACL 2024",
             "data": provenance,
             "count_check": count_problem or count_summary(DATASET),
             "generation_reference": "conclusion",
-            "published_after": published_after,
+            "published_after": p.published_after,
         },
-    ), p.shard, key=question_of, item="question")
+    )
 
 
 SPEC = Study(
@@ -431,4 +390,9 @@ SPEC = Study(
     subset_source=subset_source,
     datasets=(DATASET,),
     reference_tables=("medreqal-table2-published.csv", "medreqal-table3-published.csv"),
+    # a shard keeps every prompt variant of a question (the prompt spread is per question)
+    item=question_of,
+    item_name="question",
+    # inspect view: the prompt variant in a run of several, the label's validity, ROUGE-L
+    view_scores={"condition": "Prompt", "valid": "Valid label", "rouge_l": "ROUGE-L"},
 )

@@ -1,3 +1,4 @@
+# inspect-evals-lint: ignore-file[main_file] -- one task module per study is this package's layout
 """Oncology RCT evidence use: progressive content removal and counterfactual results.
 
 Windisch et al. 2026, "Evidence use and identifier-conditioned prior knowledge in LLM
@@ -14,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from inspect_ai import Epochs, Task, task
-from inspect_ai.dataset import MemoryDataset, Sample
-from inspect_ai.model import GenerateConfig, get_model
+from inspect_ai import Task, task
+from inspect_ai.dataset import Sample
+from inspect_ai.model import GenerateConfig
 from inspect_ai.solver import Solver, generate, system_message
 
 from med_evals.data.datasets import (
@@ -28,7 +29,7 @@ from med_evals.data.datasets import (
     read_csv_checked,
     resolve_file,
 )
-from med_evals.data.subsets import load_subset, select
+from med_evals.inspect_internals.compat import active_model
 from med_evals.scorers.oncology_rct import (
     DEFAULT_FLIP_PAIRS,
     TRIAL_OUTCOME,
@@ -39,24 +40,18 @@ from med_evals.scorers.oncology_rct import (
     parse_outcome_strict,
     trial_outcome,
 )
-from med_evals.scorers.reducers import majority_label
 from med_evals.solvers import oncology_rct as prompts
 from med_evals.solvers.generate import generate_or_record_error
-from med_evals.study.checks import before_run
 from med_evals.study.params import (
     Choice,
-    Directory,
     File,
     Integer,
     IsoDate,
     Pairs,
     ParamError,
-    ShardOf,
-    Text,
-    check_params,
 )
-from med_evals.study.shards import sharded
-from med_evals.study.spec import METRIC_SETS, PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
+from med_evals.study.spec import PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
+from med_evals.study.task import study_params, study_task, subset_items
 from med_evals.tasks.oncology_conditions import (
     CONDITIONS,
     GROUPS,
@@ -104,11 +99,10 @@ def study_generate_config(model: str | None) -> GenerateConfig:
 
 
 def evaluated_model() -> str | None:
-    """The model under evaluation when the task is built by ``inspect eval`` (else None)."""
-    try:
-        return str(get_model())
-    except Exception:  # noqa: BLE001 - a Task built in Python before any model is named
-        return None
+    """The model under evaluation when the task is built by ``inspect eval`` (None for a Task
+    built in Python before any model is named: no model is made here)."""
+    model = active_model()
+    return str(model) if model is not None else None
 
 
 # --- loading ----------------------------------------------------------------------------------
@@ -191,10 +185,9 @@ def subset_source(data_dir: str | None = None) -> tuple[str, dict[str, str], dic
 
 def subset_trials(df: pd.DataFrame, subset: str | None) -> set[str] | None:
     """Row ids of a stored ``oncology_rct`` subset, each checked against its DOI (None: all)."""
-    if not subset:
-        return None
     dois = {str(i): doi for i, doi in zip(df.index, df["doi"], strict=True)}
-    return set(select(dois, load_subset("oncology_rct", subset), dois))
+    keep = subset_items(SPEC, subset, dois)
+    return None if keep is None else set(keep)
 
 
 def _normal_title(title: str) -> str:
@@ -331,71 +324,57 @@ def oncology_rct(
     in Python before the model is known sends temperature 0 (``--temperature`` and
     ``--max-tokens`` override). System prompt verbatim from the paper.
     """
-    p = check_params(
-        "oncology_rct",
+    p = study_params(
+        SPEC,
         locals(),
         condition=Choice(values=CONDITIONS, groups=GROUPS, many=True),
         published_after=IsoDate(),
         flip_pairs=Pairs(values=CONDITIONS, groups=GROUPS, within="condition"),
         seed=Integer(),
-        data_dir=Directory(),
         trials_file=File(),
-        subset=Text(),
         provider_errors=Choice(values=("score", "raise")),
-        metrics=Choice(values=METRIC_SETS),
         title_only_trials=Choice(values=tuple(TITLE_ONLY_TRIALS)),
-        shard=ShardOf(),
     )
-    condition, published_after, flip_pairs, seed = (
-        p.condition, p.published_after, p.flip_pairs, p.seed
-    )
-    title_only_trials = p.title_only_trials
-    names = resolve_conditions(condition)
-    if title_only_trials != "edited" and "counterfactual_title_only" not in names:
+    names = resolve_conditions(p.condition)
+    if p.title_only_trials != "edited" and "counterfactual_title_only" not in names:
         raise ParamError(
-            f"oncology_rct: -T title_only_trials={title_only_trials}: applies to the "
+            f"oncology_rct: -T title_only_trials={p.title_only_trials}: applies to the "
             "counterfactual_title_only condition, which this run does not include"
         )
-    path, provenance = resolve_file(DATASET, FILE, data_dir, trials_file, "trials_file")
+    path, provenance = resolve_file(DATASET, FILE, p.data_dir, p.trials_file, "trials_file")
     df = read_trials(path)
     # recorded in the log, not warned: a trials_file (an export) differs from the 250 by design
     count_problem = check_counts(path, list(df["Annotation_accept"]), DATASET, warn=False)
     if len(df) < 2:  # the DOI controls pair each trial with another one
         raise DatasetError(f"{path}: {len(df)} trial(s); the task needs at least two")
-    chosen = subset_trials(df, subset)
     samples = build_samples(
-        df, names, seed=seed, published_after=published_after, trials=chosen,
-        title_only_trials=title_only_trials,
+        df, names, seed=p.seed, published_after=p.published_after,
+        trials=subset_trials(df, p.subset), title_only_trials=p.title_only_trials,
     )
     if not samples:
-        raise DatasetError(f"{path}: no trial published after {published_after}")
-    before_run("oncology_rct", samples)
+        raise DatasetError(f"{path}: no trial published after {p.published_after}")
     pairs = list(DEFAULT_FLIP_PAIRS)
-    extra = flip_pairs.split(",") if isinstance(flip_pairs, str) else (flip_pairs or [])
-    pairs += [p.strip() for p in extra if p.strip() and p.strip() not in pairs]
+    extra = p.flip_pairs.split(",") if isinstance(p.flip_pairs, str) else (p.flip_pairs or [])
+    pairs += [x.strip() for x in extra if x.strip() and x.strip() not in pairs]
     model = evaluated_model()
     config = study_generate_config(model)
-    # provider_errors is one of the two (check_params refused anything else)
+    # provider_errors is one of the two (study_params refused anything else)
     gen: Callable[[], Solver] = {"score": generate_or_record_error, "raise": generate}[
-        provider_errors
+        p.provider_errors
     ]
-    # a shard keeps every condition of its trials (the flip rates pair them)
-    return sharded("oncology_rct", Task(
-        dataset=MemoryDataset(samples, name=DATASET, location=str(path)),
+    return study_task(
+        SPEC,
+        p,
+        samples,
         solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
-        scorer=SPEC.scorer(),
-        # Task-level metrics: kept with the log, so `inspect score` re-scores with the same set
-        metrics=SPEC.metric_set(full=metrics == "full", flip_pairs=pairs),
         config=config,
-        epochs=Epochs(1, majority_label()),
-        version=SPEC.version,
-        headline_metric=SPEC.scorer_name,  # viewer: the study's headline first
+        metric_options={"flip_pairs": pairs},
+        dataset=DATASET,
+        location=str(path),
         metadata={
             "study": "Windisch et al. 2026 (oncology RCT evidence use)",
-            # what the gated numbers depend on in the code (the gate compares it, not version)
-            "behaviour": SPEC.behaviour(),
             "conditions": names,
-            "published_after": published_after,
+            "published_after": p.published_after,
             "n_trials": len({(s.metadata or {})["trial"] for s in samples}),
             "count_check": count_problem or count_summary(DATASET),
             "generate": {
@@ -404,14 +383,13 @@ def oncology_rct(
                 "max_tokens": config.max_tokens,
                 "rule": "the study's: temperature 0 to OpenAI and Google, none to Anthropic",
             },
-            **title_only_counts(df, names, title_only_trials),
-            "seed": seed,
-            "subset": subset,
+            **title_only_counts(df, names, p.title_only_trials),
+            "seed": p.seed,
             "prompt": "oncology_system_prompt_v1 (verbatim from the paper)",
             "parser": "strict: reply.strip().upper() in {POSITIVE, NEGATIVE} (study's rule)",
             "data": provenance,
         },
-    ), p.shard, key=lambda s: (s.metadata or {})["trial"], item="trial")
+    )
 
 
 # --- the study ---------------------------------------------------------------------------------
@@ -482,4 +460,10 @@ SPEC = Study(
     datasets=(DATASET,),
     reference_tables=("oncology-table1-published.csv",),
     source="trial",  # the trial behind each condition's sample (sample metadata)
+    # a shard and a subset keep every condition of a trial (the flip rates pair them)
+    item=lambda s: (s.metadata or {})["trial"],
+    item_name="trial",
+    # inspect view: a trial's conditions together, each with its gold, its label, correct or not
+    view_scores={"condition": "Condition", "correct": "Correct"},
+    view_sort=("trial",),
 )

@@ -78,6 +78,9 @@ class ReportResult:
     shown: int = 0
     #: every table's exports: (CSV, LaTeX) in ``tables/`` (:mod:`med_evals.commands.report.exports`)
     tables: list[tuple[Path, Path]] = field(default_factory=list)
+    #: every model the runs shown name (the model under test and each role's): the console
+    #: names a ``--prices`` entry that matches none (``med-evals report``)
+    models: list[str] = field(default_factory=list)
 
 
 def build_report(
@@ -163,6 +166,7 @@ def build_report(
     return ReportResult(
         out / "report.md", out / "report.html", figs, skipped, ctx.warnings, ctx.headline,
         ctx.notes, loaded.not_shown, len(runs), tables,
+        [m for run in [*runs, *judging] for m in (run.model, *(r.model for r in run.roles or []))],
     )
 
 

@@ -168,12 +168,12 @@ def detectable_cell(d: Mapping[str, Any]) -> str:
     """``0.301 (bootstrap se)``, ``0.350 (discordance)``, ``none (too few differ)``, ``no
     estimate (same on every resample)`` or —."""
     x = d["difference"]
+    if not is_missing(x) and math.isinf(x):  # below the floor, whichever route
+        return "none (never differ)" if d.get("discordant") == 0 else "none (too few differ)"
     if d.get("se") == 0:
         return "no estimate (same on every resample)"
     if is_missing(x):
         return MISSING
-    if math.isinf(x):
-        return "none (never differ)" if d.get("discordant") == 0 else "none (too few differ)"
     return f"{x:.3f} ({d['method']})"
 
 
