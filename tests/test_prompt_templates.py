@@ -177,7 +177,8 @@ def test_another_template_is_another_setup(logs):
     assert row.verdict == "setup changed"
     assert row.detail == (
         "changed: prompt chat -> alpaca, task_args.prompt chat -> alpaca, prompt: the input "
-        "sent differs on 12 of 12 shared samples (e.g. medreqal-1)")
+        "sent differs on 12 of 12 shared samples (e.g. medreqal-1): the number of messages "
+        "(2 -> 1)")  # chat sends a system and a user message, alpaca one user message
 
 
 # --- med-evals diff -----------------------------------------------------------------------

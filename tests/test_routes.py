@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from inspect_ai.model import ModelName, ModelOutput
+from inspect_ai.util import registry_create
 from inspect_ai.scorer import SampleScore, Score, Target
 from inspect_ai.solver import TaskState
 
@@ -111,6 +112,22 @@ def _code(where: str, name: str) -> CodeType:
 # --- the studies' real tasks on their fixtures ---------------------------------------------------
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _registries_restored():
+    """The toy study registers itself when imported: the registries (and the module, so that
+    a later import registers it again) are as they were after this file's tests."""
+    from med_evals.study.spec import TASKS
+
+    studies, tasks = dict(STUDIES), dict(TASKS)
+    yield
+    for registry, was in ((STUDIES, studies), (TASKS, tasks)):
+        registry.clear()
+        registry.update(was)
+    sys.modules.pop(f"{__package__}.studies.toy_yesno", None)
+    if (package := sys.modules.get(f"{__package__}.studies")) is not None:
+        vars(package).pop("toy_yesno", None)
+
+
 def _task(study: str, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     if study == "oncology_rct":
         install_fixture(tmp, monkeypatch)
@@ -130,12 +147,15 @@ def _task(study: str, tmp: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
         from med_evals.tasks.healthfc import healthfc
 
         return healthfc(data_file=str(FIXTURES / "healthfc_fixture.csv"), bertscore=False)
-    assert study == "toy_yesno", study
-    install_dataset(tmp, monkeypatch, "toy-yesno",
-                    {"questions.csv": TOY / "data" / "toy-yesno" / "questions.csv"})
-    from .studies import toy_yesno
+    if study == "toy_yesno":
+        install_dataset(tmp, monkeypatch, "toy-yesno",
+                        {"questions.csv": TOY / "data" / "toy-yesno" / "questions.csv"})
+        from .studies import toy_yesno
 
-    return toy_yesno.toy_yesno()
+        return toy_yesno.toy_yesno()
+    # a plain study: its registered task at its defaults, on its fixture in datasets/fixtures/
+    monkeypatch.setenv("MED_EVALS_DATA_DIR", str(FIXTURES))
+    return registry_create("task", f"med_evals/{study}")
 
 
 def _score_one(task: Any, reply: str) -> Callable[[], Any]:
