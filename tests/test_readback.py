@@ -66,7 +66,9 @@ def test_a_changed_system_prompt_of_the_oncology_study_is_a_changed_setup(
 ):
     """The oncology study adds its system message with Inspect's ``system_message()`` solver:
     it is in no sample's input, and a changed word passed the gate (exit 0). It is in the
-    messages the log records as sent: exit 3, the line naming the system message."""
+    messages the log records as sent: exit 3, the line naming the system message. Its user
+    template is in each sample's input (the study whose prompt is in its samples, since
+    MedREQAL's is rendered by its solver): a changed word is exit 3 naming the user message."""
     from med_evals.solvers import oncology_rct as prompts
     from med_evals.tasks.oncology_rct import oncology_rct
 
@@ -86,7 +88,8 @@ def test_a_changed_system_prompt_of_the_oncology_study_is_a_changed_setup(
     assert _last_lines(capsys)[-1].startswith("pass: 3 gated metric(s) tested")
 
     word = "randomized controlled oncology trial"
-    assert word in prompts.ONCOLOGY_SYSTEM_PROMPT
+    system = prompts.ONCOLOGY_SYSTEM_PROMPT
+    assert word in system
     monkeypatch.setattr(prompts, "ONCOLOGY_SYSTEM_PROMPT",
                         prompts.ONCOLOGY_SYSTEM_PROMPT.replace(word, "randomized oncology trial"))
     changed = run("system_changed")
@@ -97,6 +100,22 @@ def test_a_changed_system_prompt_of_the_oncology_study_is_a_changed_setup(
         "on 6 of 6 shared samples of condition title_abstract (e.g. title_abstract-000): the "
         "system message): not compared; record a new baseline"]
     assert lines[-1].startswith("UNDECIDED: the gate cannot decide")
+
+    # the study's user template is in each sample's input (its trial's text in the condition's
+    # layout): a changed word of it is a changed setup too, naming the user message
+    from dataclasses import replace
+
+    from med_evals.tasks.oncology_conditions import CONDITIONS
+
+    monkeypatch.setattr(prompts, "ONCOLOGY_SYSTEM_PROMPT", system)
+    cond = CONDITIONS["title_abstract"]
+    monkeypatch.setitem(CONDITIONS, "title_abstract",
+                        replace(cond, template=cond.template.replace("Abstract:", "Summary:")))
+    assert main(["regress", *NB, "--baseline", str(baseline), run("user_changed")]) == 3
+    assert _undecided(_last_lines(capsys)) == [
+        "undecided: oncology_rct / mockllm/reader: setup changed (prompt: the input sent differs "
+        "on 6 of 6 shared samples of condition title_abstract (e.g. title_abstract-000): the "
+        "user message): not compared; record a new baseline"]
 
     # a baseline recorded before the messages sent were (no "sent"): read as not recorded, not
     # as a change; it gates what it holds, and the note says what it could not compare
@@ -113,8 +132,9 @@ def test_a_changed_system_prompt_of_the_oncology_study_is_a_changed_setup(
 def test_a_changed_prompt_in_the_samples_names_the_message_that_changed(
     tmp_path, monkeypatch, capsys
 ):
-    """MedREQAL's prompt is in each sample's input (its chat variant: a system and a user
-    message): a changed word in either is a changed setup, the line naming which message."""
+    """MedREQAL's prompt (its chat variant: a system and a user message around the question,
+    the sample's input, rendered by the study's solver): a changed word in either is a changed
+    setup, the line naming which message."""
     from med_evals.solvers import medreqal as prompts
     from med_evals.tasks.medreqal import medreqal
 
@@ -143,6 +163,65 @@ def test_a_changed_prompt_in_the_samples_names_the_message_that_changed(
             f"undecided: medreqal / mockllm/reader: setup changed (prompt: the input sent "
             f"differs on {n} of {n} shared samples (e.g. medreqal-1): {which}): not "
             "compared; record a new baseline"]
+
+
+#: A MedREQAL baseline recorded by the code before a sample's input became the question alone
+#: (its input digests are of the rendered Table 7 messages): ``tests/support/old_baseline.py``
+#: run on the fixture with that code, its data file's folder written ``{FIXTURES}``
+OLD_MEDREQAL_BASELINE = (
+    Path(__file__).parent / "fixtures" / "medreqal-baseline-before-input-move.json")
+
+
+def test_a_medreqal_baseline_recorded_when_the_input_held_the_prompt_still_gates(
+    tmp_path, monkeypatch, capsys
+):
+    """The baseline's input digests are of the messages its samples held then (the chat
+    variant's system and user message); a run after the move holds the question alone, and
+    sends the same messages: the same prompt, passed (the first call's messages' digest equals
+    the recorded input's). A changed word of the template still exits 3 naming the message."""
+    from med_evals.solvers import medreqal as prompts
+    from med_evals.tasks.medreqal import medreqal
+    from tests.support.old_baseline import replies
+
+    baseline = tmp_path / "old-baseline.json"
+    baseline.write_text(OLD_MEDREQAL_BASELINE.read_text().replace("{FIXTURES}", str(FIXTURES)))
+    recorded = json.loads(baseline.read_text())["runs"][0]
+    model = get_model("mockllm/reader", custom_outputs=replies)
+
+    def run(name: str) -> str:
+        inspect_eval(medreqal(data_file=str(FIXTURES / "medreqal_fixture.csv"), bertscore=False),
+                     model=model, display="none", log_dir=str(tmp_path / name))
+        return str(tmp_path / name)
+
+    after = run("after")
+    texts = load_run(_one_log(Path(after))).samples
+    n = len(texts)
+    # the input is the question now: its digest is not the recorded one, the first call's is
+    assert n == 12
+    assert all(texts[sid]["input_sha"] != sha for sid, sha in recorded["inputs"].items())
+    assert {sid: t["call_sha"] for sid, t in texts.items()} == recorded["inputs"]
+    assert main(["regress", *NB, "--baseline", str(baseline), after]) == 0
+    assert _undecided(_last_lines(capsys)) == []
+
+    system, user = prompts.PROMPTS["chat"]
+    with monkeypatch.context() as m:
+        m.setitem(prompts.PROMPTS, "chat", (system, user.replace("Briefly explain", "Explain")))
+        changed = run("changed")
+    assert main(["regress", *NB, "--baseline", str(baseline), changed]) == 3
+    assert _undecided(_last_lines(capsys)) == [
+        f"undecided: medreqal / mockllm/reader: setup changed (prompt: the input sent differs on "
+        f"{n} of {n} shared samples (e.g. medreqal-1): the user message): not compared; record "
+        "a new baseline"]
+    # recorded before the messages sent were too: the input digest alone still tells
+    old = json.loads(baseline.read_text())
+    del old["runs"][0]["sent"]
+    baseline.write_text(json.dumps(old))
+    assert main(["regress", *NB, "--baseline", str(baseline), after]) == 0
+    capsys.readouterr()
+    assert main(["regress", *NB, "--baseline", str(baseline), changed]) == 3
+    assert _undecided(_last_lines(capsys)) == [
+        f"undecided: medreqal / mockllm/reader: setup changed (prompt: the input sent differs on "
+        f"{n} of {n} shared samples (e.g. medreqal-1)): not compared; record a new baseline"]
 
 
 def test_the_stored_oncology_replay_with_a_changed_system_prompt_is_undecided(

@@ -11,6 +11,7 @@ from med_evals.tasks.medevidence import medevidence, read_questions
 
 from ..conftest import replying
 from ..medevidence_support import FIXTURE_JSONL, install_medevidence
+from ..support.prompts import sent
 
 
 @pytest.fixture
@@ -30,8 +31,14 @@ def test_prompts_closed_book_and_evidence(fixture_data):
     task = medevidence(condition="closed_book,evidence")
     samples = {s.id: s for s in task.dataset}
     assert len(samples) == 10
-    closed = samples["closed_book-90000001-1"].input
-    evid = samples["evidence-90000001-1"].input
+    question = ("Is pain at 24 hours higher, lower, or the same when comparing drug B to "
+                "placebo?")
+    # the input is the question itself (what inspect view lists); the prompt is sent
+    inputs = {samples[f"{c}-90000001-1"].input for c in ("closed_book", "evidence")}
+    assert inputs == {question}
+    messages = sent(task, [samples["closed_book-90000001-1"], samples["evidence-90000001-1"]])
+    closed, evid = messages.values()
+    assert [m.role for m in closed] == [m.role for m in evid] == ["system", "user"]
     assert closed[0].text == evid[0].text == "follow instruction"
     assert closed[1].text.endswith(
         "**QUESTION**: 'Is pain at 24 hours higher, lower, or the same when comparing drug B to "
@@ -70,7 +77,8 @@ def test_three_way_scheme_targets_and_prompt(fixture_data):
         "90000002-0": "higher",
         "90000002-1": "uncertain",
     }
-    prompt = next(iter(task.dataset)).input[1].text
+    [[_, user]] = sent(task, [next(iter(task.dataset))]).values()
+    prompt = user.text
     assert (
         "options: Higher, Lower, Uncertain (Uncertain covers no difference, an uncertain "
         "effect, and insufficient data)\n" in prompt

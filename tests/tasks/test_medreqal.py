@@ -18,6 +18,8 @@ from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packag
 from med_evals.solvers import medreqal as verdict_prompts
 from med_evals.tasks.medreqal import medreqal, read_medreqal, record_to_sample
 
+from ..support.prompts import sent
+
 ROOT = Path(__file__).parents[2]
 FIXTURE = ROOT / "datasets" / "fixtures" / "medreqal_fixture.csv"
 S, R, N = "SUPPORTED", "REFUTED", "NOT ENOUGH INFORMATION"
@@ -445,11 +447,17 @@ def test_all_templates_ask_every_question_under_each() -> None:
     assert [s.id for s in samples[:4]] == [
         "medreqal-1@chat", "medreqal-1@mistral", "medreqal-1@alpaca", "medreqal-2@chat"]
     assert [s.metadata["condition"] for s in samples[:3]] == ["chat", "mistral", "alpaca"]
-    chat, mistral, alpaca = samples[:3]
-    assert chat.input[0].role == "system" and len(chat.input) == 2
     question = read_medreqal(FIXTURE)["question"][0]
-    assert mistral.input[0].text == verdict_prompts.render("mistral", question)[1]
-    assert alpaca.input[0].text.endswith("### Response:")
+    # the input is the question itself (what inspect view lists); each template is sent
+    assert {s.input for s in samples[:3]} == {question}
+    chat, mistral, alpaca = sent(task, samples[:3]).values()
+    assert [m.role for m in chat] == ["system", "user"]
+    assert [(m.role, m.text) for m in chat] == [
+        ("system", verdict_prompts.CHAT_SYSTEM),
+        ("user", verdict_prompts.render("chat", question)[1])]
+    assert [(m.role, m.text) for m in mistral] == [
+        ("user", verdict_prompts.render("mistral", question)[1])]
+    assert len(alpaca) == 1 and alpaca[0].text.endswith("### Response:")
     assert {s.target for s in samples[:3]} == {S}
     assert task.metadata["prompt"] == "chat,mistral,alpaca"
     assert set(task.metadata["prompt_models_in_paper"]) == {"chat", "mistral", "alpaca"}

@@ -432,7 +432,9 @@ def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
     """``prompt: the input sent differs on 6 of 6 shared samples of condition doi_only (e.g.
     doi_only-017): the system message`` for each condition where a shared sample was sent
     another prompt in the new run than in the baseline: its input differs
-    (:func:`~med_evals.logs.runs.input_digest`: the item's text), or a message it sent the
+    (:func:`~med_evals.logs.runs.input_digest`: the item's text; or the messages of its first
+    call, for a baseline recorded when the input held them: :func:`same_input`), or a message
+    it sent the
     model under test, whatever added it (:func:`~med_evals.logs.runs.sent_messages`: a system
     message, a template), named after the colon
     (:func:`~med_evals.logs.runs.changed_messages`). A changed prompt makes the numbers
@@ -454,7 +456,7 @@ def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
         for sid in shared:
             new = run.samples.get(sid) or {}
             changed = changed_messages(sent[sid], new.get("sent") or []) if sid in sent else []
-            if changed or (sid in inputs and inputs[sid] != new.get("input_sha")):
+            if changed or (sid in inputs and not same_input(inputs[sid], new)):
                 differ.append(sid)
                 which.update(dict.fromkeys(changed))
         if differ:
@@ -463,6 +465,16 @@ def prompt_changes(base: Mapping[str, Any], run: Run) -> list[str]:
             out.append(f"prompt: the input sent differs on {len(differ)} of {len(shared)} "
                        f"shared samples{where} (e.g. {differ[0]}){named}")
     return out
+
+
+def same_input(recorded: str, new: Mapping[str, Any]) -> bool:
+    """Whether a baseline sample's input digest (``recorded``) is that of the new run's sample
+    (``new``: its :attr:`~med_evals.logs.runs.Run.samples` entry): its input's digest
+    (``input_sha``), or the same digest of the messages its first call sent (``call_sha``:
+    :func:`~med_evals.logs.runs.call_digest`). The second is a baseline recorded when the
+    study's input held its rendered prompt (MedREQAL, HealthFC and MedEvidence before their
+    input became the item alone): the same prompt sent is the same input."""
+    return recorded in (new.get("input_sha"), new.get("call_sha"))
 
 
 def unrecorded_prompt(base: Mapping[str, Any]) -> list[str]:

@@ -121,7 +121,8 @@ class Run:
     mtime: float | None = None
     #: sample id -> what the model saw and said, for the report's per-sample differences and
     #: the gate (:meth:`_Kept.texts`): ``input`` (the start of the last user message),
-    #: ``input_sha`` (:func:`input_digest`), ``sent`` (:func:`sent_messages`), ``reply``, its
+    #: ``input_sha`` (:func:`input_digest`), ``call_sha`` (:func:`call_digest`), ``sent``
+    #: (:func:`sent_messages`), ``reply``, its
     #: length ``reply_chars``, the ``epoch`` shown and the sample's ``epochs``
     samples: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: each role's tokens (:func:`med_evals.logs.usage.role_usages`), read with the log's header:
@@ -512,6 +513,7 @@ class _Kept:
         kept.append((label, {
             "input": _input_text(s)[:INPUT_CHARS],
             "input_sha": input_digest(s),
+            "call_sha": call_digest(s),
             "sent": sent_messages(s),
             "reply": reply[:REPLY_CHARS],
             "reply_chars": len(reply),
@@ -538,7 +540,8 @@ class _Kept:
 
     def texts(self, values: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         """sample id -> ``input`` (the first :data:`INPUT_CHARS` of the last user message, or
-        of a text input), ``input_sha`` (:func:`input_digest`), ``sent`` (:func:`sent_messages`),
+        of a text input), ``input_sha`` (:func:`input_digest`), ``call_sha``
+        (:func:`call_digest`), ``sent`` (:func:`sent_messages`),
         ``reply`` (the first :data:`REPLY_CHARS` of the completion; ``reply_chars``: its whole
         length), ``epoch`` and ``epochs``, ``log``, and ``source``: the sample metadata's value
         under the key ``source`` (the study's :attr:`~med_evals.study.spec.Study.source`: the
@@ -577,9 +580,26 @@ def input_digest(sample: Any) -> str:
     """A digest of everything a sample's input holds (each message's role and text, in order):
     two runs put the same item to the model for a sample when their digests are equal (the gate
     compares them, and :func:`sent_messages`: :func:`med_evals.commands.regress.prompt_changes`)."""
-    messages = ([("user", sample.input)] if isinstance(sample.input, str)
-                else [(m.role, m.text) for m in sample.input])
+    return _digest([("user", sample.input)] if isinstance(sample.input, str)
+                   else [(m.role, m.text) for m in sample.input])
+
+
+def _digest(messages: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha256(json.dumps(messages).encode()).hexdigest()[:16]
+
+
+def call_digest(sample: EvalSample) -> str | None:
+    """:func:`input_digest`'s digest of the messages of the sample's first call of the model
+    under test (each message's role and text as sent, in order: its ``ModelEvent``'s input);
+    None where it made none. Where a study's input once held its rendered prompt and now holds
+    the item alone (MedREQAL's question, HealthFC's claim, MedEvidence's question: the study's
+    solver renders the prompt), a baseline's input digest recorded before equals this digest of
+    a run after that sent the same prompt (the gate:
+    :func:`med_evals.commands.regress.prompt_changes`)."""
+    for e in sample.events or []:
+        if isinstance(e, ModelEvent) and e.role is None and not e.pending:
+            return _digest([(m.role, _message_text(m, sample.attachments)) for m in e.input])
+    return None
 
 
 def sent_messages(sample: EvalSample) -> list[str]:

@@ -5,11 +5,19 @@ counted apart from invalid replies. :func:`generate_or_record_error` does the sa
 Inspect: Inspect's own retries run first (``--max-retries``, ``--timeout``); an error that is
 still raised after them is stored in ``state.metadata["generate_error"]`` and the sample is
 scored as ``ERROR``. Inspect's own control flow (limits, cancellation) is never caught.
+
+A study whose prompt is a template around the item (MedREQAL's and HealthFC's Table 7 prompts,
+MedEvidence's final-answer prompt) passes it as ``prompt``: the sample's input stays the item
+itself (the question, the claim: what ``inspect view`` lists), and the messages sent are
+rendered here from the sample's state, in this one solver (no prompt solver of its own, whose
+span and state event Inspect would record for every sample: docs/performance.md).
 """
 
 from __future__ import annotations
 
-from inspect_ai.model import ModelRefusalError
+from collections.abc import Callable, Sequence
+
+from inspect_ai.model import ChatMessage, ModelRefusalError
 from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.solver import generate as generate_solver
 from inspect_ai.util import LimitExceededError
@@ -24,12 +32,21 @@ GENERATE_ERROR = "generate_error"
 CONTROL_FLOW = (LimitExceededError, TerminateSampleError, PrerequisiteError, ModelRefusalError)
 
 
+#: A study's prompt: the messages to send for a sample, rendered from its state (its input, the
+#: item; its metadata: the sample's condition); the plan in the log names the function.
+Prompt = Callable[[TaskState], Sequence[ChatMessage]]
+
+
 @solver
-def generate_or_record_error() -> Solver:
-    """Generate once; a provider error is recorded on the sample rather than raised."""
+def generate_or_record_error(prompt: Prompt | None = None) -> Solver:
+    """Generate once; a provider error is recorded on the sample rather than raised. With
+    ``prompt``, the messages sent are ``prompt(state)`` (they replace the state's messages: the
+    sample's input as a user message) rather than the input itself."""
     gen = generate_solver()
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
+        if prompt is not None:
+            state.messages = list(prompt(state))
         try:
             return await gen(state, generate)
         except Exception as ex:  # noqa: BLE001 - recorded, counted and shown in the log

@@ -1,4 +1,7 @@
-"""MedREQAL's prompts (Vladika et al. 2024, Table 7), verbatim, rendered into each sample's input.
+"""MedREQAL's prompts (Vladika et al. 2024, Table 7), verbatim, rendered when a sample is sent.
+
+A sample's input is its question (HealthFC: its claim), as ``inspect view`` lists it; the study's
+generate solver sends the variant's messages around it (:func:`table7_prompt`).
 
 Three variants, one per model family of the paper:
 
@@ -26,8 +29,10 @@ from collections.abc import Sequence
 
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+from inspect_ai.solver import TaskState
 
 from med_evals.data.reference_text import reference_fields
+from med_evals.solvers.generate import Prompt
 
 CHAT_SYSTEM = (
     "You are an AI assistant helping answer clinical and medical questions based on your best "
@@ -77,8 +82,9 @@ EVIDENCE_SUFFIX = "\nEVIDENCE: {evidence}"
 
 
 def user_templates(evidence: bool = False) -> list[str]:
-    """Every variant's user message template, the question as ``{question}``: where a sample's
-    input holds its question (the report's per-sample lists show it, not the instruction). With
+    """Every variant's user message template, the question as ``{question}``: where the input of
+    a sample of a log written before the input was the question alone holds its question (the
+    report's per-sample lists show it, not the instruction). With
     ``evidence``, each template with the evidence after the question comes first (tried first:
     the question ends where the evidence starts), then the plain ones."""
     plain = [template for _, template in PROMPTS.values()]
@@ -125,36 +131,22 @@ def prompt_messages(
     return [*messages, ChatMessageUser(content=user)]
 
 
-def prompted_samples(
-    samples: Sequence[Sample], prompt: str, evidence: bool = False, keep_question: bool = False
-) -> list[Sample]:
-    """The samples with the Table 7 messages for their question as their input.
-
-    The question is each sample's input; with ``evidence``, the evidence is the field
-    ``evidence`` of its reference record (:mod:`med_evals.data.reference_text`; a sample without one
-    is
-    an error). Rendering the messages once, when the dataset is built, gives each sample the
-    input a plain Inspect task over these messages would have: no prompt solver, whose span,
-    state event and state diff (it replaces the messages) Inspect would otherwise record for
-    every sample (docs/performance.md).
-    ``keep_question`` keeps the question in the metadata for a grader that reads it.
+def table7_prompt(prompt: str, evidence: bool = False) -> Prompt:
+    """The Table 7 messages of a sample (:func:`prompt_messages`), rendered by the study's
+    generate solver (:func:`~med_evals.solvers.generate.generate_or_record_error`) from the
+    sample's input, its question: the variant is the sample's ``condition`` in a run of several
+    (:func:`variant_samples`), else ``prompt``; with ``evidence``, the evidence after the
+    question is the field ``evidence`` of the sample's reference record
+    (:mod:`med_evals.data.reference_text`; :func:`variant_samples` checked that each has one).
     """
     check_variant(prompt)
-    out = []
-    for s in samples:
-        question = str(s.input)
-        metadata = dict(s.metadata or {})
-        ev = str(reference_fields(metadata).get("evidence") or "") if evidence else None
-        if evidence and not ev:
-            raise ValueError(f"sample {s.id}: no evidence text for the evidence option")
-        if keep_question:
-            metadata["question"] = question
-        out.append(
-            s.model_copy(
-                update={"input": prompt_messages(prompt, question, ev), "metadata": metadata}
-            )
-        )
-    return out
+
+    def table7(state: TaskState) -> list[ChatMessageSystem | ChatMessageUser]:
+        variant = str(state.metadata.get("condition") or prompt)
+        ev = str(reference_fields(state.metadata).get("evidence") or "") if evidence else None
+        return prompt_messages(variant, state.input_text, ev)
+
+    return table7
 
 
 #: Between a question's id and its variant in a sample id of a run of several variants
@@ -165,21 +157,31 @@ def variant_samples(
     samples: Sequence[Sample], variants: Sequence[str], evidence: bool = False,
     keep_question: bool = False,
 ) -> list[Sample]:
-    """The samples under each of ``variants`` (:func:`prompted_samples`). One variant: its
-    samples as they are (ids unchanged, no condition). Several: question-major (every variant
-    of the first question, then of the second, ...), each sample's id ``<id>@<variant>``
-    (unique in the run: a run's values are keyed by sample id) and its metadata's
-    ``condition`` the variant, which the scorer copies into the score value so that every
-    metric, the report and the gate take each variant as a condition."""
+    """The samples under each of ``variants``, each sample's input its question (the prompt is
+    rendered when it is sent: :func:`table7_prompt`). One variant: the samples as they are (ids
+    unchanged, no condition). Several: question-major (every variant of the first question,
+    then of the second, ...), each sample's id ``<id>@<variant>`` (unique in the run: a run's
+    values are keyed by sample id) and its metadata's ``condition`` the variant, which the
+    scorer copies into the score value so that every metric, the report and the gate take each
+    variant as a condition. With ``evidence``, a sample without evidence text (its reference
+    record's ``evidence``) is an error; ``keep_question`` keeps the question in the metadata too,
+    for a grader that reads it there."""
+    for variant in variants:
+        check_variant(variant)
+    base = []
+    for s in samples:
+        metadata = dict(s.metadata or {})
+        if evidence and not str(reference_fields(metadata).get("evidence") or ""):
+            raise ValueError(f"sample {s.id}: no evidence text for the evidence option")
+        if keep_question:
+            metadata["question"] = str(s.input)
+        base.append(s.model_copy(update={"metadata": metadata}))
     if len(variants) == 1:
-        return prompted_samples(samples, variants[0], evidence, keep_question)
-    by_variant = [prompted_samples(samples, v, evidence, keep_question) for v in variants]
-    out = []
-    for i in range(len(samples)):
-        for variant, prompted in zip(variants, by_variant, strict=True):
-            s = prompted[i]
-            out.append(s.model_copy(update={
-                "id": f"{s.id}{VARIANT_SEPARATOR}{variant}",
-                "metadata": {**(s.metadata or {}), "condition": variant},
-            }))
-    return out
+        return base
+    return [
+        s.model_copy(update={
+            "id": f"{s.id}{VARIANT_SEPARATOR}{variant}",
+            "metadata": {**(s.metadata or {}), "condition": variant},
+        })
+        for s in base for variant in variants
+    ]

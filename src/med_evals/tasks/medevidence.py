@@ -24,6 +24,7 @@ from typing import Any
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
+from inspect_ai.solver import TaskState
 
 from med_evals.data.datasets import DatasetError, fetch, read_csv_checked
 from med_evals.scorers.classification import label_headline
@@ -40,6 +41,7 @@ from med_evals.scorers.medevidence import (
     parse_effect,
 )
 from med_evals.solvers import medevidence as prompts
+from med_evals.solvers.generate import Prompt, generate_or_record_error
 from med_evals.study.params import Choice, ParamError
 from med_evals.study.spec import PROBE_REPLIES, VALID_RATE, Headline, Probe, Study
 from med_evals.study.task import study_params, study_task, subset_items
@@ -164,15 +166,38 @@ def user_prompt(question: str, sources: list[Mapping[str, Any]] | None, scheme: 
     return prompts.FINAL_ANSWER.replace("{CLASSES}", DISPLAY[scheme]).replace("{text}", text)
 
 
+def prompt_messages(
+    question: str, sources: list[Mapping[str, Any]] | None, scheme: str
+) -> list[ChatMessageSystem | ChatMessageUser]:
+    """The authors' messages for one question: their system message, then the final-answer
+    prompt (:func:`user_prompt`); ``sources=None`` is closed book."""
+    return [
+        ChatMessageSystem(content=prompts.SYSTEM),
+        ChatMessageUser(content=user_prompt(question, sources, scheme)),
+    ]
+
+
+def final_answer_prompt(sources: Mapping[str, list[Mapping[str, Any]]], scheme: str) -> Prompt:
+    """The messages sent for a sample (:func:`prompt_messages`), rendered by the study's
+    generate solver from its input (the question) and metadata: under the condition
+    ``evidence``, the relevant sources of its ``question_id`` (``sources``: question id -> its
+    relevant sources, kept here rather than in every sample's metadata)."""
+
+    def final_answer(state: TaskState) -> list[ChatMessageSystem | ChatMessageUser]:
+        evidence = state.metadata["condition"] == "evidence"
+        chosen = sources[state.metadata["question_id"]] if evidence else None
+        return prompt_messages(state.input_text, chosen, scheme)
+
+    return final_answer
+
+
 def record_to_sample(q: Mapping[str, Any], condition: str, scheme: str) -> Sample:
-    """One question under one condition and label scheme."""
-    sources = q["sources"] if condition == "evidence" else None
+    """One question under one condition and label scheme: the input is the question itself (as
+    ``inspect view`` lists it); the authors' prompt around it, with the relevant sources under
+    ``evidence``, is sent by the study's solver (:func:`final_answer_prompt`)."""
     return Sample(
         id=f"{condition}-{q['id']}",
-        input=[
-            ChatMessageSystem(content=prompts.SYSTEM),
-            ChatMessageUser(content=user_prompt(q["question"], sources, scheme)),
-        ],
+        input=q["question"],
         target=gold_label(q["answer"], scheme),
         metadata={
             "condition": condition,
@@ -266,6 +291,8 @@ def medevidence(
         SPEC,
         p,
         [record_to_sample(q, c, p.labels) for q in kept for c in conds],
+        solver=generate_or_record_error(
+            final_answer_prompt({q["id"]: q["sources"] for q in kept}, p.labels)),
         task_args={"labels": p.labels},
         config=AUTHORS_CONFIG,
         scorer=SPEC.scorer(p.labels),
@@ -310,7 +337,8 @@ def _probe_inputs() -> list[str]:
     for scheme in LABEL_SETS:
         for condition in CONDITIONS:
             s = record_to_sample(_PROBE_QUESTION, condition, scheme)
-            messages = s.input if isinstance(s.input, list) else []
+            sources = _PROBE_QUESTION["sources"] if condition == "evidence" else None
+            messages = prompt_messages(str(s.input), sources, scheme)
             out.append(f"{s.id}|{s.target}|" + "|".join(f"{m.role}: {m.text}" for m in messages))
     return out
 

@@ -42,10 +42,12 @@ from med_evals.scorers.medreqal import (
     verdict_metrics,
     verdict_value,
 )
+from med_evals.solvers.generate import generate_or_record_error
 from med_evals.solvers.medreqal import (
     GROUPS,
     PAPER_MODELS,
     prompt_messages,
+    table7_prompt,
     variant_samples,
     variants,
 )
@@ -133,9 +135,10 @@ def verdict_task(
     with ``judge``), the paper's generation settings, and what produced the run in the log's
     metadata.
 
-    Each sample's input is a prompt variant's Table 7 messages for its question (rendered
-    here, once: docs/performance.md), and the solver is one generation. Several variants: each
-    question under each, the variant the sample's condition
+    Each sample's input is its question (HealthFC: its claim), as ``inspect view`` lists it;
+    the solver is one generation, which sends the prompt variant's Table 7 messages for it
+    (:func:`~med_evals.solvers.medreqal.table7_prompt`). Several variants: each question under
+    each, the variant the sample's condition
     (:func:`~med_evals.solvers.medreqal.variant_samples`); the log's ``prompt`` names them all.
     """
     chosen = variants(p.prompt)
@@ -145,6 +148,7 @@ def verdict_task(
         study,
         p,
         variant_samples(samples, chosen, evidence=evidence, keep_question=p.judge),
+        solver=generate_or_record_error(table7_prompt(chosen[0], evidence)),
         config=PAPER_CONFIG,
         scorer=study.scorer(**bert_cfg.scorer_args(p.generation_scoring, p.bertscore)),
         # the judge of agreement with the reference (--model-role grader=..., grader_2=...)

@@ -9,7 +9,7 @@ or NEGATIVE, from the input variant of each condition.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -359,14 +359,12 @@ def oncology_rct(
     model = evaluated_model()
     config = study_generate_config(model)
     # provider_errors is one of the two (study_params refused anything else)
-    gen: Callable[[], Solver] = {"score": generate_or_record_error, "raise": generate}[
-        p.provider_errors
-    ]
+    gen: Solver = generate_or_record_error() if p.provider_errors == "score" else generate()
     return study_task(
         SPEC,
         p,
         samples,
-        solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen()],
+        solver=[system_message(prompts.ONCOLOGY_SYSTEM_PROMPT), gen],
         config=config,
         metric_options={"flip_pairs": pairs},
         dataset=DATASET,
