@@ -27,8 +27,8 @@ import pandas as pd
 from inspect_ai import Task, task
 from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log
-from inspect_ai.model import GenerateConfig
-from inspect_ai.solver import system_message
+from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig
+from inspect_ai.solver import TaskState
 
 from med_evals.data.datasets import DatasetError, resolve_file
 from med_evals.logs.files import exists, expand_log_paths, missing
@@ -104,6 +104,22 @@ def _trials(
     return df, provenance
 
 
+def build_prompt(state: TaskState) -> list[ChatMessage]:
+    """The messages a rewrite is asked with: the system prompt and :data:`BUILD_PROMPT` for the
+    sample's trial (its ``row`` metadata), the trial's label and the flipped one."""
+    row = state.metadata["row"]
+    label = row["Annotation_accept"]
+    return [
+        ChatMessageSystem(content=BUILD_SYSTEM),
+        ChatMessageUser(content=BUILD_PROMPT.format(
+            label=label,
+            met="met" if label == "POSITIVE" else "did not meet",
+            flip_met="did not meet" if label == "POSITIVE" else "met",
+            **original_fields(row),
+        )),
+    ]
+
+
 @task
 def counterfactual_build(
     trials_file: str | None = None,
@@ -157,12 +173,7 @@ def counterfactual_build(
         samples.append(
             Sample(
                 id=f"build-{int(trial):03d}",
-                input=BUILD_PROMPT.format(
-                    label=label,
-                    met="met" if label == "POSITIVE" else "did not meet",
-                    flip_met="did not meet" if label == "POSITIVE" else "met",
-                    **orig,
-                ),
+                input=orig["title"],  # what the viewer lists; the prompt: build_prompt
                 target=invert_outcome(label),
                 metadata={"trial": int(trial), "doi": row["doi"], "row": row.to_dict()},
             )
@@ -174,7 +185,7 @@ def counterfactual_build(
         BUILD_SPEC,
         p,
         samples,
-        solver=[system_message(BUILD_SYSTEM), generate_or_record_error()],
+        solver=generate_or_record_error(prompt=build_prompt),
         scorer=rewrite_check(p.max_background_change, p.max_outcome_change, p.max_title_change),
         reducer=first_accepted(),
         config=GenerateConfig(temperature=0.0, max_tokens=4096),
