@@ -404,3 +404,43 @@ def test_a_file_where_the_report_puts_a_folder_is_one_line(logs, tmp_path, capsy
     assert err[-1] == (f"med-evals report: error: --out {out}: {out / name} is a file, not the "
                        f"report's {what} folder")
     assert (out / name).read_text() == "mine" and not (out / "report.md").exists()
+
+
+# --- an output onto an input ----------------------------------------------------------------
+
+
+def test_an_output_onto_an_input_log_is_refused_before_anything_is_written(logs, tmp_path,
+                                                                            capsys):
+    """Before: ``baseline L -o L/x.eval`` (x.eval one of the logs read) and ``flip-rate ...
+    --out L/x.eval`` overwrote the log, exit 0."""
+    folder = tmp_path / "L"
+    shutil.copytree(logs, folder)
+    log = sorted(folder.glob("*.eval"))[0]
+    linked = tmp_path / "link.eval"
+    linked.symlink_to(log)
+    table = tmp_path / "recorded.csv"
+    pd.DataFrame({"model": ["m"], "condition": ["title_abstract"], "trial": [0],
+                  "reply": ["POSITIVE"], "ground_truth": ["POSITIVE"]}).to_csv(table, index=False)
+    before = {p: p.read_bytes() for p in [*folder.glob("*.eval"), table]}
+    in_folder = f"is an input log (in the folder {folder} given); name another file"
+    cases = [
+        (["baseline", str(folder), "-o", str(log)], f"-o {log}: {in_folder}"),
+        (["baseline", str(log), "-o", str(log)], f"-o {log}: is an input log; name another"),
+        (["baseline", str(log), "-o", str(linked)], f"-o {linked}: is an input log; name"),
+        (["flip-rate", str(folder), "--out", str(log)], f"--out {log}: {in_folder}"),
+        (["export-counterfactuals", str(folder), "--out", str(log)], f"--out {log}: {in_folder}"),
+        (["report", str(log), "--out", str(log)], f"--out {log}: is an input log; name"),
+        (["score-recorded", str(table), "--out", str(table)],
+         f"--out {table}: is an input table; name another file"),
+        (["recorded-to-replay", str(table), "--by-row", "--out", str(table)],
+         f"--out {table}: is an input table; name another file"),
+    ]
+    for argv, message in cases:
+        assert cli_main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert err.startswith(f"med-evals {argv[0]}: error: {message}"), (argv, err)
+        assert err.count("\n") == 1 and not out, (argv, err)
+    assert {p: p.read_bytes() for p in before} == before
+    # a new file beside the logs, and a report into the log folder, are outputs like any other
+    assert cli_main(["baseline", str(folder), "-o", str(folder / "b.json")]) == 0
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
