@@ -491,6 +491,32 @@ def test_a_vllm_server_given_any_way_passes_the_check(monkeypatch):
     assert vllm_server_problem(get_model("mockllm/model")) is None
 
 
+def test_an_epochs_reducer_other_than_the_studys_is_refused(tmp_path):
+    """Before: ``--epochs 3 --epochs-reducer mean`` reduced the study's dict-valued label scores
+    by Inspect's mean, silently, exit 0 (issue 44)."""
+    from med_evals.inspect_internals.compat import InputError
+
+    run = ["eval", ONCOLOGY, "-T", f"trials_file={FIXTURE_CSV}", "--model", "mockllm/model",
+           "--epochs", "3"]
+    ex = inspect_cli_error(tmp_path, *run, "--epochs-reducer", "mean")
+    assert isinstance(ex, InputError), ex
+    assert printed_for(ex) == (
+        "med_evals: oncology_rct: --epochs-reducer mean: this task reduces its epochs with its "
+        "own majority_label (the study's definition); Inspect's reducers would reduce each "
+        "label score apart, giving numbers of another definition; drop the flag"
+    )
+    ex = inspect_cli_error(tmp_path, *run, "--no-epochs-reducer")
+    assert isinstance(ex, InputError), ex
+    assert printed_for(ex) == (
+        "med_evals: oncology_rct: --no-epochs-reducer: this task reduces its epochs with its own "
+        "majority_label (the study's definition); drop the flag"
+    )
+    assert not list_eval_logs(str(tmp_path / "cli"))
+    # the study's own reducer, named, runs (here with --limit 0: no sample)
+    assert inspect_cli_error(tmp_path, *run, "--epochs-reducer", "majority_label",
+                             "--limit", "0") is None
+
+
 def test_epochs_and_connections_below_one_are_refused(tmp_path):
     """`--epochs 0` ran one epoch (Inspect reads 0 as not given); `--max-connections 0` waited
     forever for a connection and sent no request (here with --limit 0, so that a run that is

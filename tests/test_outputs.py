@@ -404,3 +404,72 @@ def test_a_file_where_the_report_puts_a_folder_is_one_line(logs, tmp_path, capsy
     assert err[-1] == (f"med-evals report: error: --out {out}: {out / name} is a file, not the "
                        f"report's {what} folder")
     assert (out / name).read_text() == "mine" and not (out / "report.md").exists()
+
+
+# --- an output onto an input ----------------------------------------------------------------
+
+
+def test_an_output_onto_an_input_log_is_refused_before_anything_is_written(logs, tmp_path,
+                                                                            capsys):
+    """Before: ``baseline L -o L/x.eval`` (x.eval one of the logs read) and ``flip-rate ...
+    --out L/x.eval`` overwrote the log, exit 0."""
+    folder = tmp_path / "L"
+    shutil.copytree(logs, folder)
+    log = sorted(folder.glob("*.eval"))[0]
+    linked = tmp_path / "link.eval"
+    linked.symlink_to(log)
+    table = tmp_path / "recorded.csv"
+    pd.DataFrame({"model": ["m"], "condition": ["title_abstract"], "trial": [0],
+                  "reply": ["POSITIVE"], "ground_truth": ["POSITIVE"]}).to_csv(table, index=False)
+    before = {p: p.read_bytes() for p in [*folder.glob("*.eval"), table]}
+    in_folder = f"is an input log (in the folder {folder} given); name another file"
+    cases = [
+        (["baseline", str(folder), "-o", str(log)], f"-o {log}: {in_folder}"),
+        (["baseline", str(log), "-o", str(log)], f"-o {log}: is an input log; name another"),
+        (["baseline", str(log), "-o", str(linked)], f"-o {linked}: is an input log; name"),
+        (["flip-rate", str(folder), "--out", str(log)], f"--out {log}: {in_folder}"),
+        (["export-counterfactuals", str(folder), "--out", str(log)], f"--out {log}: {in_folder}"),
+        (["report", str(log), "--out", str(log)], f"--out {log}: is an input log; name"),
+        (["score-recorded", str(table), "--out", str(table)],
+         f"--out {table}: is an input table; name another file"),
+        (["recorded-to-replay", str(table), "--by-row", "--out", str(table)],
+         f"--out {table}: is an input table; name another file"),
+    ]
+    for argv, message in cases:
+        assert cli_main(argv) == 2, argv
+        out, err = capsys.readouterr()
+        assert err.startswith(f"med-evals {argv[0]}: error: {message}"), (argv, err)
+        assert err.count("\n") == 1 and not out, (argv, err)
+    assert {p: p.read_bytes() for p in before} == before
+    # a new file beside the logs, and a report into the log folder, are outputs like any other
+    assert cli_main(["baseline", str(folder), "-o", str(folder / "b.json")]) == 0
+    assert not [p for p in folder.iterdir() if p.name.startswith(".")]
+
+
+def test_model_names_differing_by_an_invisible_character_print_apart(logs, tmp_path, capsys):
+    """Before: ``openai/gpt-4o`` and ``openai/gpt\\u200b-4o`` (a zero-width space) printed
+    alike on the console and in the report: two runs that read as one model (issue 44)."""
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.outputs.text import html_text, markdown_text
+
+    names = ["openai/gpt-4o", "openai/gpt\u200b-4o"]
+    paths = []
+    for name, source in zip(names, sorted(logs.glob("*.eval")), strict=True):
+        log = read_eval_log(str(source))
+        log.eval.model = name
+        paths.append(str(tmp_path / f"{len(paths)}.eval"))
+        write_eval_log(log, paths[-1])
+    assert cli_main(["baseline", *paths, "-o", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith(": oncology_rct / openai/gpt-4o (12 samples), oncology_rct / "
+                        "openai/gpt\\u200b-4o (12 samples)\n"), out
+    assert cli_main(["flip-rate", *paths]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert sorted(line.split()[0] for line in table[1:]) == ["openai/gpt-4o",
+                                                             "openai/gpt\\u200b-4o"]
+    assert cli_main(["report", *paths, "--out", str(tmp_path / "r")]) == 0
+    md = (tmp_path / "r" / "report.md").read_text(encoding="utf-8")
+    html = (tmp_path / "r" / "report.html").read_text(encoding="utf-8")
+    for text, shown in ((md, markdown_text(names[1])), (html, html_text(names[1]))):
+        assert "\u200b" not in text and shown in text and "openai/gpt-4o" in text

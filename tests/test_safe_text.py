@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import re
+import sys
+import unicodedata
 from html.parser import HTMLParser
 
 import pandas as pd
@@ -13,6 +15,7 @@ from markdown_it import MarkdownIt
 
 from med_evals.outputs.text import (
     BIDI_CONTROLS,
+    FORMAT_RANGES,
     LATEX_ESCAPES,
     LATEX_LIGATURE,
     csv_cell,
@@ -40,17 +43,18 @@ def _raw_controls(text: str, one_line: bool) -> list[str]:
         or c in BIDI_CONTROLS
         or c in "\u2028\u2029"
         or 0xD800 <= ord(c) <= 0xDFFF
+        or unicodedata.category(c) == "Cf"  # invisible: zero-width space, joiners, BOM, tags
     ]
 
 
-_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})|\\n|\\r")
+_ESCAPE = re.compile(r"\\x([0-9a-f]{2})|\\u([0-9a-f]{4})|\\U([0-9a-f]{8})|\\n|\\r")
 
 
 def _unescape(text: str) -> str:
     def back(m: re.Match[str]) -> str:
         if m.group() in ("\\n", "\\r"):
             return {"\\n": "\n", "\\r": "\r"}[m.group()]
-        return chr(int(m.group(1) or m.group(2), 16))
+        return chr(int(m.group(1) or m.group(2) or m.group(3), 16))
 
     return _ESCAPE.sub(back, text)
 
@@ -78,6 +82,23 @@ def test_terminal_escapes_read_as_python_writes_them():
     assert terminal("one\ntwo\r\n", one_line=True) == "one\\ntwo\\r\\n"
     assert terminal("over\rwrite") == "over\\rwrite"  # a carriage return always shows
     assert terminal("C:\\logs\\évaluation 日本") == "C:\\logs\\évaluation 日本"
+
+
+def test_every_invisible_format_character_is_shown_as_its_escape():
+    """Before: ``openai/gpt\u200b-4o`` printed as ``openai/gpt-4o``, two runs alike (issue 44).
+    The ranges hold every format character (Cf) of this Python's Unicode, and only format
+    characters or code points it does not assign yet (a later Unicode's Cf)."""
+    ours = re.compile(f"[{FORMAT_RANGES}]")
+    every = [chr(c) for c in range(sys.maxunicode + 1)]
+    cf = {c for c in every if unicodedata.category(c) == "Cf"}
+    matched = {c for c in every if ours.match(c)}
+    assert cf <= matched
+    assert {unicodedata.category(c) for c in matched - cf} <= {"Cn"}
+    assert terminal("openai/gpt\u200b-4o") == "openai/gpt\\u200b-4o"
+    assert terminal("\ufeffa\u2060b\u00adc\U000e0041") == "\\ufeffa\\u2060b\\xadc\\U000e0041"
+    assert terminal("openai/gpt-4o") == "openai/gpt-4o"
+    for escape in (html_text, markdown_text, latex_text):
+        assert escape("gpt\u200b-4o") != escape("gpt-4o"), escape
 
 
 def test_no_escape_sequence_reaches_a_terminal_from_a_model_name():

@@ -295,7 +295,13 @@ def test_report_compare_baseline_and_gate_show_the_same_figures(runs, capsys):
          "model 'm': input: expected a number"),
         # pydantic takes each of these as a price: refused, naming the field
         ("m: {input: -2.5, output: 1, input_cache_write: 0, input_cache_read: 0}",
-         "model 'm': input -2.5 is negative: expected a price of 0 or more"),
+         "model 'm': input -2.5 is negative: expected a price from 0 to 1,000,000"),
+        # finite, but its cost of a run overflows to $inf (issue 44): above $1 a token
+        ("m: {input: 1, output: 1.0e+308, input_cache_write: 0, input_cache_read: 0}",
+         "model 'm': output 1e+308 is above 1,000,000 ($1 a token): expected a price from 0 "
+         "to 1,000,000 ($ per million tokens)"),
+        ('{"m": {"input": 1, "output": 1, "input_cache_write": 1000001, "input_cache_read": 0}}',
+         "model 'm': input_cache_write 1000001 is above 1,000,000"),
         ("m: {input: .nan, output: 1, input_cache_write: 0, input_cache_read: 0}",
          "model 'm': input nan is not a finite number"),
         ('{"m": {"input": 1, "output": Infinity, "input_cache_write": 0, "input_cache_read": 0}}',
@@ -310,6 +316,22 @@ def test_a_bad_prices_file_is_one_line(tmp_path, text, says):
     with pytest.raises(CommandError) as got:
         read_prices(path)
     assert got.value.code == 2 and says in str(got.value) and str(path) in str(got.value)
+
+
+def test_a_huge_finite_price_is_one_line_before_any_log_is_read(runs, tmp_path, capsys):
+    """Before: ``output: 1e308`` priced the run at ``$inf``, exit 0 (issue 44)."""
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("openai-api/fake/model-a: {input: 0.2, output: 1e308, "
+                      "input_cache_write: 0, input_cache_read: 0}\n")
+    baseline = tmp_path / "b.json"
+    assert main(["baseline", runs["a"].location, "-o", str(baseline), "--prices",
+                 str(prices)]) == 2
+    out, err = capsys.readouterr()
+    assert err == (f"med-evals baseline: error: --prices {prices}: model "
+                   "'openai-api/fake/model-a': output 1e308 is above 1,000,000 ($1 a token): "
+                   "expected a price from 0 to 1,000,000 ($ per million tokens) for each of "
+                   "input, output, input_cache_write, input_cache_read\n")
+    assert not out and not baseline.exists()
 
 
 def test_prices_read_as_inspects_model_cost_config(tmp_path):

@@ -599,6 +599,32 @@ def main(argv: list[str] | None = None) -> int:
     return _run(args)
 
 
+#: the arguments (argparse dests) that name what a command reads, and what they are; and those
+#: that name what it writes, with their flag: an output that is an input is refused before any
+#: work (:func:`med_evals.outputs.files.check_not_input`)
+INPUTS = {"logs": "log", "log_a": "log", "log_b": "log", "table": "table",
+          "source": "source file", "baseline": "baseline"}
+OUTPUTS = {"out": "--out", "output": "-o"}
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse, before the command runs, an output path that names one of its inputs (a log,
+    given or in a log folder given; the table it reads): writing it would overwrite it."""
+    from med_evals.outputs.files import check_not_input
+
+    inputs: dict[str, list[str]] = {}
+    for dest, what in INPUTS.items():
+        value = getattr(args, dest, None)
+        if value:
+            inputs.setdefault(what, []).extend(value if isinstance(value, list) else [value])
+    if not inputs:
+        return
+    for dest, flag in OUTPUTS.items():
+        value = getattr(args, dest, None)
+        if isinstance(value, str) and value:
+            check_not_input(value, inputs, flag)
+
+
 def _run(args: argparse.Namespace) -> int:
     """Run a command: a :class:`CommandError` or bad input is one line on stderr with its exit
     code (:mod:`med_evals.outputs.exit_codes`), never a traceback."""
@@ -611,6 +637,7 @@ def _run(args: argparse.Namespace) -> int:
                          getattr(args, "build_command", None)) if v
     )
     try:
+        _check_outputs(args)
         return int(args.func(args))
     except CommandError as ex:
         print(f"med-evals {name}: error: {terminal(str(ex), one_line=True)}", file=sys.stderr)

@@ -766,5 +766,7 @@ def cli(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         max_retries=args.max_retries,
     )
-    print(format_table(comparison))
+    from med_evals.outputs.text import terminal
+
+    print(terminal(format_table(comparison)))  # run labels are model names read back
     return 0

@@ -144,9 +144,11 @@ def cli(args) -> int:  # noqa: ANN001 - argparse.Namespace
         written = write_replays(args.table, args.out, trials)
     except OSError as ex:
         raise CommandError(f"cannot write the replay files in {args.out}: {ex}", USAGE) from None
-    for model, path in written.items():
-        print(f"{model}: {path}")
+    from med_evals.outputs.text import terminal
+
+    for model, path in written.items():  # model names from the table: anyone's text
+        print(terminal(f"{model}: {path}", one_line=True))
     print("\nreplay them through the task:")
     for cmd in inspect_commands(written):
-        print(f"  {cmd}")
+        print(terminal(f"  {cmd}", one_line=True))
     return 0

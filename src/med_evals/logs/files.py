@@ -219,6 +219,11 @@ def _one_line(ex: BaseException) -> str:
     return text[:300] or type(ex).__name__
 
 
+def local_path(name: str) -> str:
+    """A local log path as a path: a ``file://`` URI's path, anything else as it is."""
+    return _local(name)
+
+
 def _local(name: str) -> str:
     parsed = urlparse(name)
     return url2pathname(parsed.path) if parsed.scheme == "file" else name

@@ -159,9 +159,9 @@ def read_prices(path: str | Path | None) -> dict[str, ModelCost]:
     for name, cost in data.items():
         bad = _bad_price(cost)
         if bad:
-            raise CommandError(f"{where}: model {name!r}: {bad}: expected a price of 0 or more "
-                               "($ per million tokens) for each of input, output, "
-                               "input_cache_write, input_cache_read", USAGE)
+            raise CommandError(f"{where}: model {name!r}: {bad}: expected a price from 0 to "
+                               f"{MAX_PRICE:,.0f} ($ per million tokens) for each of input, "
+                               "output, input_cache_write, input_cache_read", USAGE)
         try:
             out[str(name)] = ModelCost.model_validate(cost)
         except ValidationError as ex:
@@ -172,11 +172,18 @@ def read_prices(path: str | Path | None) -> dict[str, ModelCost]:
     return out
 
 
+#: the dearest price taken, in $ per million tokens ($1 a token): over a thousand times the
+#: dearest listed price today (hundreds of dollars per million output tokens). Above it a price
+#: is a unit mistake (dollars per token written as per million) or a placeholder (``1e308``,
+#: whose cost of any run overflows to ``$inf``); refused, naming the model and the field
+MAX_PRICE = 1_000_000.0
+
+
 def _bad_price(cost: Any) -> str | None:
     """What is wrong with one model's prices beyond what :class:`ModelCost` checks: a field
-    that is ``true``/``false``, NaN, infinite or negative (pydantic takes them all as prices);
-    None otherwise (text that is no number and missing fields are :class:`ModelCost`'s to
-    name)."""
+    that is ``true``/``false``, NaN, infinite, negative or above :data:`MAX_PRICE` (pydantic
+    takes them all as prices); None otherwise (text that is no number and missing fields are
+    :class:`ModelCost`'s to name)."""
     if not isinstance(cost, Mapping):
         return None
     for field_name, value in cost.items():
@@ -190,6 +197,8 @@ def _bad_price(cost: Any) -> str | None:
             return f"{field_name} {value!r} is not a finite number"
         if number < 0:
             return f"{field_name} {value!r} is negative"
+        if number > MAX_PRICE:
+            return f"{field_name} {value} is above {MAX_PRICE:,.0f} ($1 a token)"
     return None
 
 

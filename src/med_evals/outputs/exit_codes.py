@@ -12,7 +12,8 @@ One table, here, for the code and the docs (``docs/exit_codes.md`` prints it; ``
       finish; ``report``, some study runs could not be shown (listed)
 2     usage or input error, before any work: a bad argument, a missing, empty, unreadable or
       malformed input (log, baseline, table, replay file), an output path that cannot be
-      written, nothing to work on (an empty folder, no matching log, no question built)
+      written or that names an input, nothing to work on (an empty folder, no matching log,
+      no question built)
 3     ``regress``: the gate cannot decide: a run that did not finish, nothing matched the
       baseline, a changed setup, a partial run, a baseline run without a new run, a gated
       metric that could not be tested

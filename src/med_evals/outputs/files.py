@@ -9,6 +9,9 @@
   caught as well as the mode bits: a :class:`~med_evals.outputs.exit_codes.CommandError` (one line,
   exit
   2) before any log is read.
+- :func:`check_not_input` refuses an output that is one of the command's inputs (a log, a table
+  it reads), before any work: ``med-evals`` runs it for every command
+  (``med_evals.commands.cli``), so ``baseline logs/ -o logs/x.eval`` never overwrites a log.
 - :func:`write_bytes`, :func:`write_text` and :func:`write_csv` write a temporary file in the
   destination's own folder (the same filesystem, so the rename works on a mount point or a
   network share) and rename it over the destination: a kill or a full disk leaves the old file
@@ -30,7 +33,7 @@ import re
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
@@ -104,6 +107,52 @@ def check_file(path: str | Path, flag: str = "--out", make_parent: bool = False)
         raise CommandError(f"{flag} {out}: {parent} is a file, not a folder", USAGE)
     _probe(parent, out, flag)
     return out
+
+
+def check_not_input(path: str | Path, inputs: Mapping[str, Sequence[str | Path]],
+                    flag: str = "--out") -> None:
+    """A :class:`CommandError` (exit 2) when the output ``path`` is one of the command's
+    inputs, which writing it would overwrite: ``inputs`` maps what they are (``log``,
+    ``table``) to the paths given. A local output is an input when it is the same file (by
+    :func:`os.path.samefile`: a link, a ``file://`` URI or another spelling of it counts) as an
+    input file, or as a log that an input folder holds (Inspect's listing of it, recursively:
+    every log in a log folder given is an input); a URI output (refused anyway by
+    :func:`check_local`) when it is the URI of an input. Only an output that exists can be an
+    input, so a new file costs no listing."""
+    from med_evals.logs.files import LogPathError, is_remote, list_log_files, local_path
+
+    out = str(path)
+    if is_remote(out):
+        for what, given in inputs.items():
+            if any(str(g).rstrip("/") == out.rstrip("/") for g in given):
+                raise CommandError(f"{flag} {out}: is an input {what}; name another file", USAGE)
+        return
+    target = Path(local_path(out))
+    if not target.is_file():
+        return
+    for what, given in inputs.items():
+        for g in given:
+            name = str(g)
+            if is_remote(name):
+                continue
+            local = Path(local_path(name))
+            if local.is_dir():
+                try:
+                    logs = [Path(f.name) for f in list_log_files([local])]
+                except LogPathError:  # cannot be listed: the command itself says so
+                    continue
+                if any(_same(target, log) for log in logs):
+                    raise CommandError(f"{flag} {out}: is an input {what} (in the folder "
+                                       f"{name} given); name another file", USAGE)
+            elif _same(target, local):
+                raise CommandError(f"{flag} {out}: is an input {what}; name another file", USAGE)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def check_folder(path: str | Path, flag: str = "--out", make: bool = True) -> Path:

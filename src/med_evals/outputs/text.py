@@ -6,9 +6,12 @@ Nothing from a log reaches a reader raw:
 
 - :func:`terminal`: a console line. Control characters (C0 but tab and, unless ``one_line``,
   line feed; DEL; C1), the bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069,
-  the "Trojan Source" characters), the Unicode line and paragraph separators and lone
-  surrogates are shown as Python-style escapes (``\\x1b``, ``\\u202e``), so no escape sequence
-  reaches the terminal live and nothing reorders the line; other text is unchanged.
+  the "Trojan Source" characters), every other invisible format character (the zero-width
+  space U+200B, joiners, U+FEFF, ...: :data:`FORMAT_RANGES`), the Unicode line and paragraph
+  separators and lone surrogates are shown as Python-style escapes (``\\x1b``, ``\\u202e``,
+  ``\\u200b``), so no escape sequence reaches the terminal live, nothing reorders the line and
+  two names that differ only by an invisible character never print alike; other text is
+  unchanged. The Markdown, HTML, LaTeX and figure texts go through it too.
 - :func:`html_text`: HTML text or attribute value: :func:`terminal`'s visible controls, then
   ``html.escape``.
 - :func:`markdown_text`: Markdown text (a paragraph, a heading, a table cell): renders, in
@@ -46,10 +49,24 @@ if TYPE_CHECKING:
 BIDI_CONTROLS = frozenset(
     chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
 )
+#: Unicode's format characters (general category Cf), which print as nothing or reorder the
+#: line: the soft hyphen, zero-width space, joiners and marks (U+200B-U+200F), the word joiner
+#: and invisible operators (U+2060-U+2064), the bidi controls, the byte-order mark (U+FEFF), the
+#: tag characters (U+E0001, U+E0020-U+E007F), ... Two model names that differ only by one print
+#: alike: each is shown as its escape. (tests/test_safe_text.py checks these ranges against
+#: :mod:`unicodedata`'s Cf.)
+FORMAT_RANGES = (
+    "\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f"
+)
 #: what a terminal must never receive raw: C0 but tab and line feed, DEL, C1, the line and
-#: paragraph separators, lone surrogates (unprintable in UTF-8) and the bidi controls
+#: paragraph separators, lone surrogates (unprintable in UTF-8), the bidi controls and every
+#: other format character (:data:`FORMAT_RANGES`)
 _CONTROLS = (
     "\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff" + "".join(sorted(BIDI_CONTROLS))
+    + FORMAT_RANGES
 )
 _CONTROL = re.compile(f"[{_CONTROLS}]")
 _CONTROL_ONE_LINE = re.compile(f"[\n{_CONTROLS}]")
@@ -63,7 +80,9 @@ def _escape(match: re.Match[str]) -> str:
     if char in _NAMED:
         return _NAMED[char]
     code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def terminal(text: str, *, one_line: bool = False) -> str:

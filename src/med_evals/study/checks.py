@@ -7,6 +7,9 @@
   click context (the flag as given, or its environment variable), a Python caller's
   ``max_connections`` from the model under evaluation; Inspect itself refuses ``epochs=0``
   from Python.
+- ``--epochs-reducer`` (or ``--no-epochs-reducer``) other than the task's own reducer (the
+  studies': the majority label) stops the run with one line (:func:`epochs_reducer_problem`):
+  Inspect's reducers would reduce a study's label scores wrongly, silently.
 - ``--model vllm/<name>`` with no server URL and no vLLM installed to start one stops with one
   line saying how to give either (:func:`med_evals.models.providers.vllm_server_problem`).
 - A model role that no scorer or solver of the task reads (``--model-role gradr_2=...``) stops
@@ -82,13 +85,15 @@ JURY = Roles(
 
 
 def before_run(
-    task: str, samples: Sequence[Sample], model_called: bool = True, roles: Roles = NO_ROLES
+    task: str, samples: Sequence[Sample], model_called: bool = True, roles: Roles = NO_ROLES,
+    reducer: str = "majority_label",
 ) -> None:
     """The checks every task makes on its samples (see the module's docstring);
     ``model_called=False`` for a task whose solver never calls the model under evaluation;
-    ``roles``: the model roles its scorers and solvers read."""
+    ``roles``: the model roles its scorers and solvers read; ``reducer``: the registered name
+    of the task's own epoch reducer."""
     problem = (run_option_problem(task) or log_dir_problem(task)
-               or role_problem(task, roles))
+               or epochs_reducer_problem(task, reducer) or role_problem(task, roles))
     if problem is None and model_called:
         problem = vllm_server_problem(active_model())
     if problem is not None:
@@ -165,6 +170,36 @@ def run_option_problem(task: str) -> str | None:
             why = f" ({AT_LEAST_ONE[name]})" if value == 0 else ""
             return f"{task}: {shown}: must be at least 1{why}"
     return None
+
+
+def epochs_reducer_problem(task: str, reducer: str) -> str | None:
+    """``<task>: --epochs-reducer mean: ...`` when Inspect's command line was given an epoch
+    reducer other than the task's own ``reducer`` (or ``--no-epochs-reducer``); else None.
+
+    A study's scores are labels (a dict of them per sample), which only its own reducer
+    combines across epochs (the majority label); Inspect's ``mean``, ``mode``, ``max``, ...
+    would reduce each entry of the dict apart and silently give numbers of another
+    definition. Only the command line's flag can be seen here: Inspect replaces the task's
+    reducer after the task is built (``inspect_ai._eval.run.eval_run``) and gives the task no
+    public view of the run's ``Epochs``, so a Python caller's ``eval(..., epochs=Epochs(3,
+    "mean"))`` is not caught."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None or not getattr(ctx.command.callback, "__module__", "").startswith("inspect_ai"):
+        return None
+    ours = f"this task reduces its epochs with its own {reducer} (the study's definition)"
+    if ctx.params.get("no_epochs_reducer"):
+        return f"{task}: --no-epochs-reducer: {ours}; drop the flag"
+    value = ctx.params.get("epochs_reducer")
+    if not isinstance(value, str) or not value.strip():
+        return None
+    given = [n.strip() for n in value.split(",") if n.strip()]
+    if given and all(n in (reducer, f"med_evals/{reducer}") for n in given):
+        return None
+    source = ctx.get_parameter_source("epochs_reducer")
+    shown = (f"INSPECT_EVAL_EPOCHS_REDUCER={value}" if source is ParameterSource.ENVIRONMENT
+             else f"--epochs-reducer {value}")
+    return (f"{task}: {shown}: {ours}; Inspect's reducers would reduce each label score "
+            "apart, giving numbers of another definition; drop the flag")
 
 
 def log_dir_problem(task: str) -> str | None:

@@ -21,6 +21,7 @@ from inspect_ai.dataset import MemoryDataset, Sample
 from inspect_ai.model import GenerateConfig
 from inspect_ai.scorer import Scorer, ScoreReducer
 from inspect_ai.solver import Solver
+from inspect_ai.util import registry_info
 from inspect_ai.viewer import TaskSamplesColumn, TaskSamplesSort, TaskSamplesView, ViewerConfig
 
 from med_evals.data.subsets import load_subset, select
@@ -129,7 +130,8 @@ def study_task(
         dataset: The dataset's name in the log (default: the task's).
         location: Where the data was read from (the log's dataset location).
     """
-    before_run(spec.task, samples, model_called=model_called, roles=roles)
+    before_run(spec.task, samples, model_called=model_called, roles=roles,
+               reducer=registry_info(reducer).name if reducer is not None else "majority_label")
     full = getattr(p, "metrics", "headline") == "full"
     study_scorer = scorer if scorer is not None else spec.scorer()
     metrics = None
