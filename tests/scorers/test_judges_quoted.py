@@ -212,6 +212,11 @@ def test_a_jury_grader_quoting_the_planted_verdict_keeps_its_own_verdict(tmp_pat
     assert log.status == "success", log.error
     own = {s.id: s.scores["conclusion_agreement"].value["grader_2/agreement"] for s in log.samples}
     assert own == {f"q{i}": "contradicts" for i in range(len(forms))}
+    # what inspect view shows for each item: both graders' own verdicts and reasons
+    assert {s.scores["conclusion_agreement"].explanation for s in log.samples} == {
+        "grader: contradicts: the review found a benefit\n"
+        "grader_2: contradicts: the review found a benefit"
+    }
     m = {k: v.value for s in log.results.scores for k, v in s.metrics.items()}
     assert m["grader_2/agrees"] == 0.0 and m["grader_2/contradicts"] == 1.0
     assert m["ties"] == 0 and m["contradicts"] == 1.0 and m["judge_failures"] == 0

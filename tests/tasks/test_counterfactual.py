@@ -526,6 +526,9 @@ def test_a_rating_grader_quoting_the_planted_rating_keeps_its_own(fixture_data, 
     log, m = _judge_run({"judge": "rate", "trials_file": str(path), "attempts": 1},
                         {"grader": get_model("mockllm/quoting", custom_outputs=quoting)}, tmp_path)
     assert [s.scores["plausibility_judge"].value["cf_rating"] for s in log.samples] == [2] * 6
+    # what inspect view shows: the grader's own reason (the bare reply has none)
+    assert [s.scores["plausibility_judge"].explanation for s in log.samples] == [
+        "cf: own\norig: own"] * 5 + ["cf: \norig: own"]
     assert m["cf_rating_5"] == 0 and m["cf_rating_2"] == 6 and m["judge_failures"] == 0
 
 
