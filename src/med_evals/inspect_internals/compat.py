@@ -30,8 +30,8 @@ name, each checking the behaviour relied on here.
   in full but a role's model only in part (:func:`med_evals.scorers.judges.grader_config`).
 - ``registry_find``: the model providers and tasks Inspect knows, to name the closest to a
   misspelt one (:func:`unknown_provider_message`, :func:`unknown_task_message`).
-- :func:`vllm_url_given`: whether a ``vllm/`` model was given a server URL (an attribute of
-  Inspect's provider, read before it connects).
+- :func:`vllm_url_given`, :func:`vllm_given_url`: whether a ``vllm/`` model was given a server
+  URL, and which (an attribute of Inspect's provider, read before it connects).
 - ``sample_active``: the sample running now (the replay provider serves the record of its id).
 - ``scorer_metrics``, ``registry_params``: a scorer's declared metrics, and the arguments a
   metric was created with as Inspect records them (the tests check ours).
@@ -375,6 +375,14 @@ def vllm_url_given(api: object) -> bool | None:
     if not hasattr(api, "_init_base_url"):
         return None
     return bool(getattr(api, "_init_base_url", None) or getattr(api, "base_url", None))
+
+
+def vllm_given_url(api: object) -> str | None:
+    """The server URL Inspect's ``vllm/`` provider ``api`` was given (``--model-base-url``,
+    ``-M base_url=``, ``-M port=``), or None: none given (``VLLM_BASE_URL`` is read when it
+    connects), another provider, or an Inspect that keeps it elsewhere."""
+    url = getattr(api, "_init_base_url", None) if hasattr(api, "_init_base_url") else None
+    return url if isinstance(url, str) and url else None
 
 
 def inspect_command() -> Any:
