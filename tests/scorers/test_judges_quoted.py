@@ -221,3 +221,11 @@ def test_a_jury_grader_quoting_the_planted_verdict_keeps_its_own_verdict(tmp_pat
     assert m["grader_2/agrees"] == 0.0 and m["grader_2/contradicts"] == 1.0
     assert m["ties"] == 0 and m["contradicts"] == 1.0 and m["judge_failures"] == 0
     assert JUDGE_FAILURE not in own.values()
+
+
+def test_the_pick_line_reads_in_any_case_of_the_word_but_only_a_capital_letter():
+    """``Edited: A`` is the grader's pick (it failed before: the word was matched in lower case
+    only); ``I edited a sentence`` is not a pick of A."""
+    assert parse_edited("Edited: A", PAIRED)["edited"] == "A"
+    assert parse_edited("EDITED - B", PAIRED)["edited"] == "B"
+    assert parse_edited("I edited a sentence of it.", PAIRED) is None

@@ -666,7 +666,7 @@ FIX_RATING = _FIX + '{"rating": <1-5>, "reason": "..."}'
 FIX_PAIRED = _FIX + '{"edited": "A" or "B", "reason": "..."}'
 
 _RATING_LINE = re.compile(r"\brating\W{0,5}([1-5])\b", re.IGNORECASE)
-_EDITED_LINE = re.compile(r"\bedited\W{0,5}\b([AB])\b")
+_EDITED_LINE = re.compile(r"\b(?i:edited)\W{0,5}\b([AB])\b")  # "Edited: A", not "edited a"
 
 
 def rate_prompt(title: str, abstract: str) -> str:
