@@ -10,7 +10,6 @@ baseline only; runs nothing.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -95,30 +94,16 @@ def format_sizes(rows: Sequence[dict[str, Any]], drop: float, n_boot: int) -> st
     return "\n".join(out)
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "power",
-        help="items a gate needs to detect a chosen drop, per run, condition and gated metric "
-        "of a baseline",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    p.add_argument("--baseline", required=True, help="baseline JSON from `med-evals baseline`")
-    p.add_argument("--detect", type=float, required=True, metavar="DROP",
-                   help="the drop to detect, a share in (0, 1): 0.05 is 5 points")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, metavar="N",
-                   help=f"bootstrap resamples for macro-F1's standard error (default {N_BOOT}, "
-                   "seeded; at least 100)")
-    p.set_defaults(func=cli)
-
-
-def cli(args: argparse.Namespace) -> int:
+def power_command(baseline: str, detect: float, n_boot: int = N_BOOT) -> int:
+    """``med-evals power``: print the items a gate needs to detect a drop of ``detect``, per
+    run, condition and gated metric of the ``baseline`` file."""
     from med_evals.outputs.text import terminal
 
-    if not 0 < args.detect < 1:
-        raise CommandError(f"--detect {args.detect}: a drop between 0 and 1 (0.05 is 5 points)",
+    if not 0 < detect < 1:
+        raise CommandError(f"--detect {detect}: a drop between 0 and 1 (0.05 is 5 points)",
                            USAGE)
-    if args.n_boot < 100:
-        raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples", USAGE)
-    rows = sizes(read_baseline(args.baseline), args.detect, args.n_boot)
-    print(terminal(format_sizes(rows, args.detect, args.n_boot)))
+    if n_boot < 100:
+        raise CommandError(f"--n-boot {n_boot}: at least 100 resamples", USAGE)
+    rows = sizes(read_baseline(baseline), detect, n_boot)
+    print(terminal(format_sizes(rows, detect, n_boot)))
     return 0

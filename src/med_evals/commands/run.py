@@ -21,7 +21,6 @@ flag (another model, temperature, ``-T`` argument) is another run, with its own 
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import hashlib
 import json
@@ -34,7 +33,7 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from inspect_ai.log import read_eval_log
 
@@ -433,11 +432,13 @@ def headline_line(logs: Sequence[str]) -> str:
             f"read as one run: {numbers}")
 
 
-def launch(task: str, processes: int, flags: Sequence[str], log_dir: str,
-           stream: IO[str] | None = None, out: Callable[[str], None] = print,
-           interval: float | None = None) -> int:
-    """The command (see the module's docstring); returns its exit code. ``stream``: where the
-    progress line goes (default: stderr)."""
+def run_command(task: str, flags: Sequence[str], processes: int | None = None,
+                log_dir: str = "logs", stream: IO[str] | None = None,
+                out: Callable[[str], None] = print, interval: float | None = None) -> int:
+    """``med-evals run`` (see the module's docstring); returns its exit code. ``processes``:
+    None for one per core; ``stream``: where the progress line goes (default: stderr)."""
+    if processes is None:
+        processes = default_processes()
     if processes < 1:
         raise CommandError(f"--processes {processes}: at least 1")
     check_flags(flags)
@@ -490,7 +491,7 @@ def _samples(path: str) -> int:
     return (header.eval.dataset.samples or 0) * (header.eval.config.epochs or 1)
 
 
-# --- the command line --------------------------------------------------------------------------
+# --- the command line's defaults ---------------------------------------------------------------
 
 def default_processes() -> int:
     """The cores this process may use."""
@@ -498,46 +499,3 @@ def default_processes() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not on Linux
         return os.cpu_count() or 1
-
-
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "run",
-        help="run a task in N processes, one shard each, into one log folder; run again to "
-        "resume",
-        description="Run a task in N `inspect eval` processes on this machine, one shard each "
-        "(-T shard=i/N), into one log folder, with the fastest settings (--no-log-realtime, "
-        "--no-score-display, --display none); one progress line; the merged run's headline at "
-        "the end. Run the same command again to resume: finished shards are kept, unfinished "
-        "ones resumed (inspect eval-retry).",
-        epilog="Flags after the task go to every `inspect eval` process (--model, -T, "
-        "--max-connections, ...). Exit 0 when every shard finished, 1 when one did not "
-        "(named, with its log), 2 for a bad argument. docs/scale.md",
-    )
-    p.add_argument("--processes", type=int, default=None, metavar="N",
-                   help=f"processes, one shard each (default: this machine's cores, "
-                   f"{default_processes()})")
-    p.add_argument("--log-dir", default=None,
-                   help="folder for the shards' logs (default $INSPECT_LOG_DIR, else ./logs)")
-    p.add_argument("task", help="the task: healthfc, med_evals/healthfc, ...")
-    p.add_argument("inspect_flags", nargs=argparse.REMAINDER,
-                   help="inspect eval flags, given to every process")
-    p.set_defaults(func=cli)
-
-
-def _own_options(flags: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    """``--processes`` and ``--log-dir`` given after the task, and the other flags."""
-    own = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
-    own.add_argument("--processes", type=int)
-    own.add_argument("--log-dir")
-    args, rest = own.parse_known_args(list(flags))
-    return args, rest
-
-
-def cli(args: argparse.Namespace) -> int:
-    own, flags = _own_options(args.inspect_flags)
-    given = [n for n in (own.processes, args.processes) if n is not None]
-    processes = given[0] if given else default_processes()
-    log_dir = own.log_dir or args.log_dir or os.environ.get("INSPECT_LOG_DIR") or "logs"
-    return launch(args.task, processes, flags, log_dir)
-
