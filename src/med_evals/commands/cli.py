@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from med_evals.commands import compare, diff, power
-from med_evals.commands.run import default_processes
+from med_evals.commands.run import default_processes, max_processes
 from med_evals.outputs.exit_codes import table_text
 from med_evals.outputs.text import terminal
 from med_evals.tasks import STUDIES
@@ -112,9 +112,11 @@ def _compare(p: argparse.ArgumentParser) -> Callable[[Args], int]:
 def _run(p: argparse.ArgumentParser) -> Callable[[Args], int]:
     p.add_argument("--processes", type=int, default=None, metavar="N",
                    help=f"processes, one shard each (default: this machine's cores, "
-                   f"{default_processes()})")
+                   f"{default_processes()}, at most the run's items; at most "
+                   f"{max_processes()})")
     p.add_argument("--log-dir", default=None,
-                   help="folder for the shards' logs (default $INSPECT_LOG_DIR, else ./logs)")
+                   help="folder for the shards' logs (default $INSPECT_LOG_DIR, else ./logs); "
+                   "one med-evals run at a time writes into it")
     p.add_argument("task", help="the task: healthfc, med_evals/healthfc, ...")
     p.add_argument("inspect_flags", nargs=argparse.REMAINDER,
                    help="inspect eval flags, given to every process")
@@ -437,11 +439,15 @@ COMMANDS: tuple[Command, ...] = (
             description="Run a task in N `inspect eval` processes on this machine, one shard "
             "each (-T shard=i/N), into one log folder, with the fastest settings "
             "(--no-log-realtime, --no-score-display, --display none); one progress line; the "
-            "merged run's headline at the end. Run the same command again to resume: finished "
-            "shards are kept, unfinished ones resumed (inspect eval-retry).",
+            "merged run's headline at the end. What can be checked is checked before any "
+            "process starts (the flags, the model, the task's arguments and items). One run "
+            "writes into a log folder at a time (a lock its processes hold; a dead owner's is "
+            "released), and the processes end with the command. Run the same command again to "
+            "resume: finished shards are kept, unfinished ones resumed (inspect eval-retry).",
             epilog="Flags after the task go to every `inspect eval` process (--model, -T, "
             "--max-connections, ...). Exit 0 when every shard finished, 1 when one did not "
-            "(named, with its log), 2 for a bad argument. docs/scale.md"),
+            "(named, with its log, and whether running again resumes it), 2 for a bad "
+            "argument or a log folder another run is writing into. docs/scale.md"),
     Command("evaluation", "report", "paper-style report (Markdown, HTML, PNG) from logs",
             _report),
     Command("evaluation", "flip-rate", "flip rates between conditions, from oncology logs",

@@ -30,7 +30,11 @@ Inspect has no public home for these yet; if a release moves them, only this mod
 - :func:`inspect_command`, :func:`parse_cli_config`, :func:`parse_model_role_cli_args`:
   Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
   values, for the tests that run Inspect's own command line in process (imported when called:
-  the command line imports every command's module).
+  the command line imports every command's module); :func:`inspect_eval_command`, ``inspect
+  eval``'s command alone, with which ``med-evals run`` parses the flags it hands ``inspect
+  eval`` before it starts any process.
+- :func:`inspect_main`: what ``python -m inspect_ai`` runs, for ``med-evals run``'s shard
+  processes (:mod:`med_evals.commands.shard_process`).
 - :func:`priced`, :func:`database_model_info`: Inspect's price of a usage at a model's prices,
   and its model information (prices included) looked up without creating the provider
   (:mod:`med_evals.logs.usage`).
@@ -406,3 +410,22 @@ def database_model_info(model: str) -> Any:
     from inspect_ai.model._model_info import _get_model_info_direct
 
     return _get_model_info_direct(model)
+
+
+def inspect_eval_command() -> Any:
+    """``inspect eval``'s click command alone (its module only: :func:`inspect_command` imports
+    every command's module, ``inspect info``'s among them, seconds more), for ``med-evals run``'s
+    parse of the flags it hands ``inspect eval``."""
+    from inspect_ai._cli.eval import eval_command
+
+    return eval_command
+
+
+def inspect_main() -> Any:
+    """Inspect's command-line entry point, ``main`` of ``inspect_ai._cli.main`` (what ``python
+    -m inspect_ai`` runs: its exception hook, its ``.env`` file, then its click group), for the
+    shard processes of ``med-evals run`` (:mod:`med_evals.commands.shard_process`)."""
+    from inspect_ai._cli.main import main
+
+    return main
+
