@@ -42,7 +42,11 @@ name, each checking the behaviour relied on here.
 - :func:`inspect_command`, :func:`parse_cli_config`, :func:`parse_model_role_cli_args`:
   Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
   values, for the tests that run Inspect's own command line in process (imported when called:
-  the command line imports every command's module).
+  the command line imports every command's module); :func:`inspect_eval_command`, ``inspect
+  eval``'s command alone, with which ``med-evals run`` parses the flags it hands ``inspect
+  eval`` before it starts any process.
+- :func:`inspect_main`: what ``python -m inspect_ai`` runs, for ``med-evals run``'s shard
+  processes (:mod:`med_evals.commands.shard_process`).
 - :func:`database_model_info`: Inspect's model information (prices included) looked up without
   creating the provider (:mod:`med_evals.logs.usage`).
 
@@ -443,3 +447,26 @@ def database_model_info(model: str) -> Any:
     )
 
     return _get_model_info_direct(model)
+
+
+def inspect_eval_command() -> Any:
+    """``inspect eval``'s click command alone (its module only: :func:`inspect_command` imports
+    every command's module, ``inspect info``'s among them, seconds more), for ``med-evals run``'s
+    parse of the flags it hands ``inspect eval``."""
+    from inspect_ai._cli.eval import (
+        eval_command,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: inspect eval's click command, to parse med-evals run's flags before any process  # noqa: E501
+    )
+
+    return eval_command
+
+
+def inspect_main() -> Any:
+    """Inspect's command-line entry point, ``main`` of ``inspect_ai._cli.main`` (what ``python
+    -m inspect_ai`` runs: its exception hook, its ``.env`` file, then its click group), for the
+    shard processes of ``med-evals run`` (:mod:`med_evals.commands.shard_process`)."""
+    from inspect_ai._cli.main import (
+        main,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: Inspect's CLI entry point, run in med-evals run's shard processes  # noqa: E501
+    )
+
+    return main
+
