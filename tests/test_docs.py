@@ -117,3 +117,48 @@ def test_the_readme_reads_in_five_minutes():
     headings = [line[3:] for line in text.splitlines() if line.startswith("## ")]
     for want in ("Overview", "Usage", "Options", "Datasets", "Scoring", "Evaluation Report"):
         assert any(h.startswith(want) for h in headings), want
+
+
+def _documented_command_lines() -> list[tuple[str, list[str]]]:
+    """Every ``med-evals ...`` line of a code block in the README, CONTRIBUTING.md and
+    docs/*.md (continued lines joined, comments dropped; a synopsis with ``[...]`` left out):
+    (where, its arguments)."""
+    import re
+    import shlex
+
+    found = []
+    for path in [ROOT / "README.md", ROOT / "CONTRIBUTING.md",
+                 *sorted((ROOT / "docs").glob("*.md"))]:
+        text = path.read_text(encoding="utf-8")
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+            joined = re.sub(r"\\\n\s*", " ", block)
+            for line in joined.splitlines():
+                line = line.strip()
+                if line.startswith("med-evals ") and "[" not in line.split("#")[0]:
+                    found.append((f"{path.name}: {line}", shlex.split(line, comments=True)[1:]))
+    return found
+
+
+@pytest.mark.parametrize("where, argv", _documented_command_lines(), ids=lambda x: str(x)[:60])
+def test_every_documented_command_line_parses(where, argv):
+    """The CLI against the docs: each command line they show is one the parser takes (every
+    flag exists, each value has its type); for ``med-evals run`` the flags after the task are
+    ``inspect eval``'s, checked by Inspect's own parser as the command checks them."""
+    from med_evals.commands.cli import parser, run_options
+    from med_evals.commands.run import inspect_params, task_spec
+
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit:
+        pytest.fail(f"{where}: med-evals does not take this command line")
+    if args.command == "run":
+        _, _, flags = run_options(args)
+        inspect_params(task_spec(args.task), flags)
+
+
+def test_the_docs_show_a_line_of_every_command():
+    from med_evals.commands.cli import COMMANDS
+
+    shown = {argv[0] for _, argv in _documented_command_lines()}
+    # diff is shown as its synopsis (docs/reports.md), studies and score-recorded in prose
+    assert shown >= {c.name for c in COMMANDS} - {"diff", "studies", "score-recorded"}, shown

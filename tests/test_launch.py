@@ -6,8 +6,10 @@ Loopback only (the fake OpenAI-compatible server, moto's S3 server)."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -22,8 +24,11 @@ from med_evals.commands.regress import decide, make_baseline, regress
 from med_evals.commands.report import build_report
 from med_evals.commands.run import (
     RUN_KEY,
+    Outcome,
     ShardLog,
     call_settings,
+    check_before,
+    closing_line,
     commands,
     progress_line,
     run_key,
@@ -65,6 +70,111 @@ def test_a_task_it_cannot_shard_is_one_line(capsys, tmp_path):
     assert _err(capsys) == "med-evals run: error: --processes 0: at least 1"
 
 
+def _claims(tmp_path: Path, n: int = 3) -> list[str]:
+    """-T arguments of a HealthFC run on ``n`` made-up claims (no BERTScore)."""
+    return ["-T", f"data_file={healthfc_csv(tmp_path / 'claims.csv', n=n)}", "-T",
+            "bertscore=false"]
+
+
+@pytest.mark.parametrize("flags, line", [
+    # an unknown Inspect flag: exit 2, as `--help` says, not 1 after every shard failed
+    (["--bogus"], "--bogus: not an option of inspect eval (did you mean --tags?); med-evals run "
+     "hands every flag after the task to inspect eval"),
+    (["--max-connections", "x"], "Invalid value for '--max-connections': 'x' is not a valid "
+     "integer. (a flag for inspect eval: med-evals run hands every flag after the task to "
+     "inspect eval)"),
+    # no model: the reason was only in each shard's log, and a re-run "resumed" it for ever
+    ([], "no model: give --model PROVIDER/MODEL (or set INSPECT_EVAL_MODEL); without one each "
+     "shard's log would end with status error"),
+    (["--model", "openai/a,openai/b"], "--model openai/a,openai/b: med-evals run runs one "
+     "model; run each model by itself, each into its own log folder"),
+    ([*FAKE, "medreqal"], "medreqal: med-evals run runs one task (an argument after the task "
+     "goes to inspect eval as another task); run each task by itself"),
+    # the task's own refusal, made here
+    ([*FAKE, "-T", "prompt=nope"], "healthfc: -T prompt=nope: unknown prompt 'nope'; choose "
+     "from chat, mistral, alpaca (or a group: all)"),
+    # more processes than items: each extra shard would be empty
+    ([*FAKE, "--processes", "4"], "--processes 4: the run has 3 question(s) after its other "
+     "selections, so at most 3 processes (one shard each)"),
+])
+def test_what_can_be_checked_is_checked_before_any_process(flags, line, capsys, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.delenv("INSPECT_EVAL_MODEL", raising=False)
+    monkeypatch.setattr("med_evals.commands.run.default_processes", lambda: 2)
+    logs = tmp_path / "logs"
+    assert cli_main(["run", "healthfc", "--log-dir", str(logs), *_claims(tmp_path),
+                     *flags]) == 2
+    assert _err(capsys) == f"med-evals run: error: {line}"
+    assert not logs.exists()  # refused before anything was started
+
+
+def test_processes_have_an_upper_bound_and_a_default_of_at_most_the_items(tmp_path,
+                                                                          monkeypatch, capsys):
+    monkeypatch.setattr("med_evals.commands.run.default_processes", lambda: 2)
+    assert cli_main(["run", "healthfc", "--processes", "9", *_claims(tmp_path), *FAKE]) == 2
+    assert _err(capsys) == (
+        "med-evals run: error: --processes 9: at most 8 on this machine (4 per core, 2 cores): "
+        "each process is a whole inspect eval, with its own start-up, memory and "
+        "--max-connections; for more requests at once raise --max-connections")
+    monkeypatch.setattr("med_evals.commands.run.default_processes", lambda: 8)
+    said: list[str] = []
+    spec, count = check_before("healthfc", [*_claims(tmp_path), *FAKE], None, said.append)
+    assert (spec, count) == ("med_evals/healthfc", 3)  # 8 cores, 3 claims: 3 shards
+    assert said == [  # the task's own warning, once, before anything starts
+        f"warning: {tmp_path / 'claims.csv'}: counts differ from the published dataset: 3 rows, "
+        "not 750; 1 SUPPORTED, not 202; 0 REFUTED, not 125; 2 NOT ENOUGH INFORMATION, not "
+        "423. Results are not comparable with the paper's."]
+
+
+def test_a_model_in_the_environment_or_a_dotenv_file_counts(tmp_path, monkeypatch):
+    monkeypatch.delenv("INSPECT_EVAL_MODEL", raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("INSPECT_EVAL_MODEL=openai-api/fake/fake\n")
+    assert check_before("healthfc", _claims(tmp_path), 1, lambda line: None)[1] == 1
+    assert "INSPECT_EVAL_MODEL" not in os.environ  # read, not set here
+    (tmp_path / ".env").unlink()
+    monkeypatch.setenv("INSPECT_EVAL_MODEL", "openai-api/fake/fake")
+    assert check_before("healthfc", _claims(tmp_path), 1, lambda line: None)[1] == 1
+
+
+@pytest.mark.slow
+def test_a_shard_that_stops_before_its_log_is_named_without_a_resume(tmp_path, monkeypatch,
+                                                                     capsys):
+    """A cause the command cannot check (the provider's API key not set) stops every shard
+    before it writes a log: its words (which --display none silenced) are in the one line, and
+    no resume is offered, which would only stop them again."""
+    monkeypatch.delenv("FAKE_API_KEY", raising=False)
+    logs = tmp_path / "logs"
+    assert cli_main(["run", "healthfc", "--processes", "2", "--log-dir", str(logs),
+                     *_claims(tmp_path), *FAKE, "--model-base-url", "http://127.0.0.1:9/v1"]) == 1
+    out, err = capsys.readouterr()
+    assert out.splitlines() == [
+        "shards 1/2 and 2/2 of healthfc stopped before they wrote a log (exit 1): ERROR: Unable "
+        "to initialise fake client | No FAKE_API_KEY defined in the environment. (their output: "
+        f"{logs / '.med-evals-run'})",
+        "2 of 2 shards stopped before they wrote a log; fix the cause above first (as it is, the "
+        "same command would stop them the same way)"]
+    assert re.fullmatch(r"healthfc: 0 samples, 0 of 2 shards running, 2 did not finish, \d+ s",
+                        err.strip().splitlines()[-1])
+
+
+def test_the_progress_line_counts_only_finished_shards_as_finished():
+    assert progress_line("healthfc", (30, 40), 0, 1, 2, 12.0, unfinished=1) == (
+        "healthfc: 30 of 40 samples (75%), 0 of 2 shards running, 1 finished, 1 did not "
+        "finish, 12 s")
+
+
+def test_the_closing_line_offers_a_resume_only_to_the_shards_that_can_resume():
+    both = Outcome(failed=["shard 1/4 ..."], stopped=["shards 2/4 and 3/4 ..."], not_started=2)
+    assert closing_line(both, 4) == (
+        "1 of 4 shards did not finish (running the same command again resumes it) and 2 "
+        "stopped before they wrote a log: fix the cause above first (as it is, the same "
+        "command would stop them the same way)")
+    assert closing_line(Outcome(failed=["a", "b"]), 4) == (
+        "2 of 4 shards did not finish; run the same command again to resume them (the finished "
+        "shards are kept)")
+
+
 def test_the_run_key_ignores_only_call_settings():
     flags = ["-T", "subset=ci", *FAKE, "--max-connections", "32", "--timeout=60"]
     assert call_settings(flags) == (["-T", "subset=ci", *FAKE],
@@ -94,10 +204,13 @@ def test_each_shard_is_reused_resumed_or_run(tmp_path):
     assert [d.path for d in done] == ["b.eval"]
     assert [p.shard for p in todo] == [Shard(2, 3), Shard(3, 3)]
     assert todo[0].resumes == "/l/c.eval"
-    assert todo[0].command[3:] == ["eval-retry", "--log-dir", "/l", "--no-log-realtime",
+    # each runs Inspect through the shard process, which ends it with this command
+    assert all(p.command[:4] == [sys.executable, "-m", "med_evals.commands.shard_process",
+                                 str(os.getpid())] for p in todo)
+    assert todo[0].command[4:] == ["eval-retry", "--log-dir", "/l", "--no-log-realtime",
                                    "--no-score-display", "--display", "none",
                                    "--max-connections", "8", "/l/c.eval"]
-    assert todo[1].command[3:] == [
+    assert todo[1].command[4:] == [
         "eval", "med_evals/healthfc", "-T", "shard=3/3", "--log-dir", "/l", "--metadata",
         f"{RUN_KEY}=rKEY", "--no-log-realtime", "--no-score-display", "--display", "none",
         *flags]
@@ -194,7 +307,10 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
         victim.kill()
         thread.join(timeout=180)
         assert result == [1]
-        out, _ = capsys.readouterr()
+        out, err = capsys.readouterr()
+        # the killed shard is never counted as finished
+        assert re.match(r"healthfc: \d+ of 40 samples \(\d+%\), 0 of 2 shards running, 1 "
+                        r"finished, 1 did not finish, \d+ s$", err.strip().splitlines()[-1])
         [killed] = [str(p) for p in logs.glob("*.eval")
                     if read_eval_log(str(p), header_only=True).status == "started"]
         kept = len(read_eval_log(killed).samples or [])
@@ -202,8 +318,8 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
         [line] = [x for x in out.splitlines() if x.startswith("shard 2/2")]
         assert line.startswith(f"shard 2/2 of healthfc did not finish: log {killed} (status "
                                "started), exit -9; its output")
-        assert ("1 of 2 shards did not finish; run the same command again to resume them (the "
-                "finished shards are kept)") in out
+        assert out.splitlines()[-1] == ("1 of 2 shards did not finish; run the same command "
+                                        "again to resume it (the finished shards are kept)")
         # again, quickly: shard 1 reused, shard 2 resumed
         server.latency = 0.0
         asked = server.counts["ok"]
@@ -217,6 +333,9 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
         assert f"shard 2/2 resumed from {killed} (inspect eval-retry)" in out
         assert server.counts["ok"] - asked == 20 - kept
         assert "healthfc / openai-api/fake/fake: 40 samples in 2 shard log(s)" in out
+        # what its attempts paid: two shards, one of them twice (shards are not attempts)
+        assert out.splitlines()[-1].startswith("paid over 2 shards in 3 attempts: input tokens "
+                                               "at least ")
     [run], skipped = load_runs([logs])
     assert run.partial is None and len(run.values) == 40
     assert [s.split(": ")[0] for s in skipped] == [killed]
@@ -291,5 +410,3 @@ def test_the_slurm_and_kubernetes_recipes_into_one_store(tmp_path, monkeypatch):
         assert [len(r["samples"]) for r in make_baseline([store])["runs"]] == [60]
         rows, _ = regress(make_baseline([tmp_path / "whole"]), [store], n_boot=N_BOOT)
         assert decide(rows).code == 0
-
-

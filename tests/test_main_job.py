@@ -227,7 +227,7 @@ def test_an_unreachable_model_is_one_line_within_seconds(tmp_path, monkeypatch, 
 
 @pytest.mark.slow
 def test_a_server_that_never_answers_ends_within_the_timeout(tmp_path, monkeypatch, capsys):
-    """A server that takes each request and never answers (its `GET` answers: the probe before
+    """A server that takes each request and never answers (its `HEAD` answers: the probe before
     the run passes): each request gives up after --timeout, and the run says so, naming its
     log, instead of printing a table of six ERROR replies."""
     with FakeOpenAIServer(hang_rate=1.0, hang_seconds=60) as server:

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 from inspect_ai.model import ModelName, ModelOutput
-from inspect_ai.util import registry_create
 from inspect_ai.scorer import SampleScore, Score, Target
 from inspect_ai.solver import TaskState
+from inspect_ai.util import registry_create
 
 import med_evals
 from med_evals.inspect_internals.compat import registry_unqualified_name, scorer_metrics

@@ -18,9 +18,14 @@ from med_evals.outputs.text import (
     FORMAT_RANGES,
     LATEX_ESCAPES,
     LATEX_LIGATURE,
+    LATEX_PRINTS,
+    LATEX_RUN,
     csv_cell,
+    csv_document,
     csv_frame,
     html_text,
+    latex_printed,
+    latex_segments,
     latex_text,
     markdown_text,
     terminal,
@@ -216,21 +221,58 @@ def test_markdown_keeps_our_own_texts_readable():
 
 # --- CSV -----------------------------------------------------------------------------------
 
-FORMULAS = ["=1+1", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1", "=cmd|' /C calc'!A0", "-", "+"]
+FORMULAS = ["=1+1", "+1+1", "-2+3", "@SUM(A1)", "\t=1", "=cmd|' /C calc'!A0", "-", "+",
+            "--prices"]
 
 
 def test_csv_cell_neutralises_formulas_and_leaves_numbers():
     for f in FORMULAS:
         assert csv_cell(f) == "'" + f
     for kept in (-1, -0.5, 3, 2.5e-3, float("nan"), None, True, "-0.5", "+3", "-1e5", "1.5",
-                 "plain", "a=b", " =1", "", "—"):
+                 "plain", "a=b", " =1", "", "—", "0.55-0.69"):
         got = csv_cell(kept)
         assert got is kept or got == kept
     for s in STRINGS:
         out = csv_cell(s)
+        shown = terminal(s.replace("\r\n", "\n"))
         assert not (isinstance(out, str) and out.startswith(("=", "+", "-", "@", "\t", "\r"))
                     and not re.fullmatch(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", out)), s
-        assert out in (s, "'" + s)
+        assert out in (shown, "'" + shown)
+
+
+def test_csv_cell_shows_controls_so_no_cr_ends_a_row():
+    # issue 44, item 10: a bare CR is a row's end to a spreadsheet, the formula after it a cell
+    assert csv_cell("POSITIVE\r=cmd|' /C calc'!A0") == "POSITIVE\\r=cmd|' /C calc'!A0"
+    assert csv_cell("\r=1") == "\\r=1"  # visible, so no longer a formula's start
+    assert csv_cell("\x1b]0;title\x07 \u202eevil \u200fx") == (
+        "\\x1b]0;title\\x07 \\u202eevil \\u200fx")
+    assert csv_cell("two\r\nlines\nkept") == "two\nlines\nkept"  # a line feed stays in its cell
+    assert csv_cell("日本語 Ελληνικά") == "日本語 Ελληνικά"  # UTF-8: any script as it is
+    for s in STRINGS:
+        out = csv_cell(s)
+        assert "\r" not in out and not _raw_controls(out, one_line=False), repr(s)
+
+
+def test_csv_document_quotes_every_text_and_writes_numbers_bare():
+    rows = [[1, 0.1 + 0.2, -0.25, None, float("nan"), True, "=x", 'say "hi"', "a,b\nc",
+             "POSITIVE\r=cmd", "-0.5", 10**20]]
+    text = csv_document(["n", "=sum", "delta", "none", "nan", "ok", "f", "q", "multi", "cr",
+                         "numeric text", "big"], rows)
+    assert text.splitlines()[0] == ('"n","\'=sum","delta","none","nan","ok","f","q","multi",'
+                                    '"cr","numeric text","big"')
+    assert text.endswith('\n') and "\r" not in text
+    [header, row] = list(csv.reader(io.StringIO(text, newline="")))
+    assert len(header) == len(row) == 12
+    assert row == ["1", "0.30000000000000004", "-0.25", "", "", "yes", "'=x", 'say "hi"',
+                   "a,b\nc", "POSITIVE\\r=cmd", "-0.5", str(10**20)]
+    assert float(row[1]) == 0.1 + 0.2  # in full precision
+    # numbers bare, every text quoted: a spreadsheet reads the numbers as numbers
+    assert text.splitlines()[1].startswith('1,0.30000000000000004,-0.25,,,"yes","\'=x",')
+    # numpy's numbers as Python's (a count from pandas an integer, not text)
+    import numpy as np
+
+    assert csv_document(["a"], [[np.int64(5), np.float64(0.25), np.bool_(False),
+                                 np.float64("nan")]]) == '"a"\n5,0.25,"no",\n'
 
 
 def test_csv_frame_escapes_text_cells_and_names_only():
@@ -282,21 +324,81 @@ def _untex(text: str) -> str:
     return "".join(out)
 
 
+_OURS = (r"\\(textbackslash|textasciitilde|textasciicircum|textless|textgreater|textbar|"
+         r"textasciigrave|ldots|allowbreak)\{\}|\\ensuremath\{(\\?[a-z-]+|\^\{[0-9]\})\}|"
+         r"\\[&%$#_{}]|[-']\{\}")
+
+
 def test_latex_text_prints_every_text_as_it_reads_and_runs_no_command():
     assert latex_text(r"a_b & 50% $x$ #1 {y} ~^ \input{x} <b>|") == (
         r"a\_b \& 50\% \$x\$ \#1 \{y\} \textasciitilde{}\textasciicircum{} "
         r"\textbackslash{}input\{x\} \textless{}b\textgreater{}\textbar{}")
-    assert latex_text("κ − α ≥ 0 — ok") == (
-        r"\ensuremath{\kappa} \ensuremath{-} \ensuremath{\alpha} \ensuremath{\geq} 0 --- ok")
+    assert latex_text("κ − α ≥ 0 — ok √2 q²") == (
+        r"\ensuremath{\kappa} \ensuremath{-} \ensuremath{\alpha} \ensuremath{\geq} 0 --- ok "
+        r"\ensuremath{\surd}2 q\ensuremath{^{2}}")
     assert latex_text("|---| ''x'' `y`") == (
         r"\textbar{}-{}-{}-\textbar{} '{}'x'{}' \textasciigrave{}y\textasciigrave{}")
     for s in STRINGS:
-        out = latex_text(s)
-        assert "\n" not in out and not _raw_controls(out, one_line=True), repr(s)
-        # outside our commands no special character, and every command is ours
-        bare = re.sub(r"\\(textbackslash|textasciitilde|textasciicircum|textless|textgreater|"
-                      r"textbar|textasciigrave|ldots)\{\}|\\ensuremath\{\\?[a-z-]+\}|\\[&%$#_{}]|"
-                      r"[-']\{\}", " ", out)
-        assert not re.search(r"[\\&%$#_{}~^`]", bare), (repr(s), out)
-        # read back (dashes and quotes included: ``--`` only where the text had ``–``)
-        assert _untex(out) == terminal(s, one_line=True), repr(s)
+        for breakable in (False, True):
+            out = latex_text(s, breakable=breakable)
+            assert "\n" not in out and not _raw_controls(out, one_line=True), repr(s)
+            # outside our commands no special character, and every command is ours
+            bare = re.sub(_OURS, " ", out)
+            assert not re.search(r"[\\&%$#_{}~^`]", bare), (repr(s), out)
+            # read back (dashes and quotes included: ``--`` only where the text had ``–``)
+            # (each segment apart: a break point keeps ``-`` and ``-`` from becoming ``--``)
+            back = "".join(_untex(part) for part in out.split(r"\allowbreak{}"))
+            assert back == latex_printed(s), repr(s)
+            # nothing the engine cannot print in a plain article
+            assert set(out) <= LATEX_PRINTS, repr(s)
+
+
+def test_latex_shows_what_pdflatex_cannot_print_as_escapes():
+    # issue 44, item 10: any non-Latin-1 text stopped pdflatex
+    assert latex_printed("модель 模型") == (
+        "\\u043c\\u043e\\u0434\\u0435\\u043b\\u044c \\u6a21\\u578b")
+    assert latex_printed("👩\u200d⚕️") == "\\U0001f469\\u200d\\u2695\\ufe0f"
+    assert latex_printed("«ja» Ðþ") == "\\xabja\\xbb \\xd0\\xfe"  # Latin-1 the fonts lack
+    assert latex_printed("Müller, Ørsted, Ćosić") == "Müller, Ørsted, \\u0106osi\\u0107"
+    assert latex_printed("a\tb\x1b\u202e") == "a\\x09b\\x1b\\u202e"
+    assert latex_text("模型") == r"\textbackslash{}u6a21\textbackslash{}u578b"
+    # the Latin-1 letters and the symbols our tables use stay as they are
+    assert latex_printed("é ß ü ° £ µ — ≥ κ √") == "é ß ü ° £ µ — ≥ κ √"
+
+
+def test_latex_breakable_text_breaks_only_between_its_segments():
+    path = "replay//tmp/run/recordings/openai-onc-follower.jsonl"
+    assert latex_segments(path) == ["replay/", "/", "tmp/", "run/", "recordings/", "openai-",
+                                    "onc-", "follower.jsonl"]
+    assert latex_text("title_abstract vs x", breakable=True) == (
+        r"title\_\allowbreak{}abstract vs x")
+    long = "ACK2dAkJszK35tRSndKmPqrstuvwxyzABCDEF"
+    assert [len(x) for x in latex_segments(long)] == [16, 16, 5]
+    for s in STRINGS:
+        segments = latex_segments(s)
+        assert "".join(segments) == latex_printed(s), repr(s)
+        assert all(len(x) <= LATEX_RUN + 1 or not x.strip() for x in segments), repr(s)
+
+
+@pytest.mark.slow
+def test_every_text_compiles_with_pdflatex_in_a_plain_article(tmp_path):
+    """Each hostile and random string, as a caption, a wrapped cell and a plain cell."""
+    from .report.exported import compile_tex, failures
+
+    body = []
+    for i, s in enumerate(STRINGS):
+        caption, wrapped, plain = (latex_text(s, breakable=True),
+                                   latex_text(s[:60], breakable=True), latex_text(s[:20]))
+        body.append(
+            f"\\begin{{table}}[htbp]\\caption{{{caption}}}"
+            "\\begin{tabular}{@{}p{0.5\\linewidth}l@{}}\\toprule "
+            f"\\raggedright {wrapped} & {plain} \\tabularnewline\\bottomrule\\end{{tabular}}"
+            f"\\end{{table}}% {i}\n")
+        if i % 15 == 14:
+            body.append("\\clearpage\n")
+    tex = tmp_path / "strings.tex"
+    tex.write_text("".join(body), encoding="utf-8")
+    problems = compile_tex([tex], tmp_path / "build")
+    # an overfull box is a long string in a 20-character plain cell: only errors count here
+    assert {k: [p for p in v if not p.startswith("Overfull")]
+            for k, v in failures(problems).items()} in ({}, {"strings.tex": []})

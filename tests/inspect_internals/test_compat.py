@@ -162,6 +162,33 @@ def test_inspect_command_is_inspects_command_line():
     assert {"eval", "eval-set", "eval-retry", "score", "view"} <= set(commands)
 
 
+def test_inspect_eval_command_parses_inspect_evals_flags():
+    """``med-evals run`` parses the flags it hands ``inspect eval`` with Inspect's own command:
+    a known flag parses, an unknown one is click's usage error."""
+    import click
+
+    command = compat.inspect_eval_command()
+    ctx = command.make_context("eval", ["med_evals/healthfc", "--max-connections", "4"],
+                               resilient_parsing=False)
+    assert ctx.params["max_connections"] == 4
+    with pytest.raises(click.UsageError):
+        command.make_context("eval", ["med_evals/healthfc", "--no-such-flag"])
+
+
+def test_inspect_main_is_what_python_m_inspect_ai_runs():
+    """The shard processes run the function ``python -m inspect_ai`` runs (read from the
+    entry module's source, which is not imported here)."""
+    import importlib.util
+    from pathlib import Path
+
+    main = compat.inspect_main()
+    spec = importlib.util.find_spec("inspect_ai.__main__")
+    assert spec is not None and spec.origin is not None
+    source = Path(spec.origin).read_text(encoding="utf-8")
+    assert "from ._cli.main import main" in source and "main()" in source
+    assert callable(main) and (main.__module__, main.__name__) == ("inspect_ai._cli.main", "main")
+
+
 def test_parse_cli_config_reads_task_arguments_as_inspect_does():
     """Each ``-T`` value read as YAML: a date is a date (the tasks' date parameters take one)."""
     assert compat.parse_cli_config(["n=2", "name=x", "flag=true", "when=2020-01-02"], None) == {

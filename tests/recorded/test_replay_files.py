@@ -1,12 +1,15 @@
 import json
 import math
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 from inspect_ai import eval as inspect_eval
 
-from med_evals.commands.recorded_to_replay import cli, inspect_commands, write_replays
+from med_evals.commands.recorded_to_replay import (
+    inspect_commands,
+    recorded_to_replay_command,
+    write_replays,
+)
 from med_evals.commands.score_recorded import read_recorded, score_recorded
 from med_evals.data.datasets import DatasetError
 from med_evals.tasks.oncology_rct import load_trials, oncology_rct
@@ -127,8 +130,7 @@ def test_ground_truth_and_doi_mismatches_are_errors(tmp_path, monkeypatch):
 def test_cli_writes_files_and_prints_the_commands(tmp_path, monkeypatch, capsys):
     install_fixture(tmp_path, monkeypatch)
     table, _ = _wide_fixture(tmp_path)
-    args = SimpleNamespace(table=str(table), out=str(tmp_path / "r"), data_dir=None, by_row=False)
-    assert cli(args) == 0
+    assert recorded_to_replay_command(str(table), str(tmp_path / "r")) == 0
     out = capsys.readouterr().out
     assert f"m2: {tmp_path / 'r' / 'm2.jsonl'}" in out
     assert f"-T condition=conclusion_only --model replay/{tmp_path / 'r' / 'm2.jsonl'}" in out

@@ -1,9 +1,10 @@
 """Hostile text, as a log may hold it: model replies, a recorded model's name, file names.
 
-Nothing of it may reach a reader raw (issue 27): no HTML element in report.html or in report.md
-rendered with HTML on, no table row broken, no escape sequence on a terminal, no formula in a
-spreadsheet. :data:`REPLIES` are replayed through the real tasks (``replay/`` provider, a JSONL
-recording built by :func:`recording`); each must be scored INVALID and logged verbatim.
+Nothing of it may reach a reader raw (issues 27 and 44): no HTML element in report.html or in
+report.md rendered with HTML on, no table row broken, no escape sequence on a terminal, no
+formula and no split row in a spreadsheet, nothing that stops pdflatex. :data:`REPLIES` are
+replayed through the real tasks (``replay/`` provider, a JSONL recording built by
+:func:`recording`); each must be scored INVALID and logged verbatim.
 """
 
 from __future__ import annotations
@@ -26,11 +27,16 @@ REPLIES: dict[str, str] = {
     "nul": "NUL\x00bytes\x00",
     # the override shows "POSITIVE" in a bidi-aware viewer: the parser must not be fooled
     "rtl": "\u202eEVITISOP\u202c",
+    # a bare CR: a spreadsheet's row ends there, and the next starts with a formula
+    "cr": "POSITIVE\r=cmd|' /C calc'!A0",
+    # scripts pdflatex cannot print in a plain article, and a right-to-left mark
+    "scripts": "Ответ: 阳性 \u200fΕλληνικά «ja» þ 👩\u200d⚕️",
     "big": BIG_REPLY,
 }
 
 #: a recorded model's name (the replay file's ``model``), shown in every run label
-MODEL = "\x1b[31mevil\x1b]0;pwned\x07 <script>alert(3)</script>|$x^{$ *m* _[l](javascript:x)_"
+MODEL = ("\x1b[31mevil\x1b]0;pwned\x07 <script>alert(3)</script>|$x^{$ *m* _[l](javascript:x)_ "
+         "модель 模型")
 #: a ``-T trials_file=`` name: 7 live alert dialogs in report.md rendered with HTML on before
 TRIALS_NAME = "<svg onload=alert(4)>|x.csv"
 #: a replay file's name (without ``.jsonl``), shown as the run's model in the provenance table
@@ -82,6 +88,7 @@ NASTY: list[str] = [
     "# heading #",
     "#hashtag",
     "=cmd|' /C calc'!A0",
+    "POSITIVE\r=cmd|' /C calc'!A0",
     "+1+1",
     "-2+3",
     "@SUM(A1)",

@@ -128,3 +128,41 @@ def test_a_tables_export_links_render_as_links_and_text(tmp_path):
     assert ("This table as [CSV](tables/0123456789ab/01-t.csv) · "
             "[LaTeX](tables/0123456789ab/01-t.tex)") in md
     assert '<a href="tables/0123456789ab/01-t.tex">LaTeX</a></p>' in doc.html()
+
+
+def test_a_tables_note_is_below_it_and_its_caption_short(tmp_path):
+    doc = Document("med_evals report")
+    cols = {f"c{i}": i for i in range(12)}  # wide: two parts in report.md
+    doc.table([cols], caption="What each pair can detect", keys=1,
+              note="The smallest true difference: 2.80·√(q / (n + 2.80²)), <b>q</b>.")
+    md = doc.markdown(tmp_path)
+    first, second = md.index("(part 1 of 2)*"), md.index("(part 2 of 2)*")
+    note = md.index("The smallest true difference")
+    assert first < second < note and md.count("The smallest true difference") == 1
+    assert "2.80·√(q / (n + 2.80²)), &lt;b&gt;q&lt;/b&gt;." in md  # escaped as any text
+    html = doc.html()
+    assert html.count('<p class="note">The smallest') == 1
+    assert html.index("</table>", html.index("(part 2 of 2)")) < html.index('class="note">The')
+    assert doc.tables[0].note.startswith("The smallest") and doc.tables[0].keys == 1
+    assert doc.tables[0].caption == "What each pair can detect"
+
+
+def test_a_cell_printed_from_numbers_reads_as_its_text_everywhere(tmp_path):
+    """A Shown cell (fmt_ci, fmt_interval, fmt_diff) is its text to every rendering; only the
+    CSV export reads its numbers."""
+    from med_evals.commands.report.document import Shown, fmt_ci, fmt_interval
+
+    ci, interval = fmt_ci(0.625, (0.5, 0.75)), fmt_interval((0.125, 0.25), 3)
+    assert isinstance(ci, Shown) and ci == "0.62 (0.50-0.75)" and f"{ci}" == ci
+    assert dict(ci.parts) == {"{}": 0.625, "{} low": 0.5, "{} high": 0.75}
+    assert interval == "0.125-0.250" and dict(interval.parts) == {"{} low": 0.125,
+                                                                   "{} high": 0.25}
+    assert fmt_ci(float("nan"), (0.1, 0.2)) == "—" and fmt_interval((0.1, float("nan"))) == "—"
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(ci)).parts == ci.parts == copy.deepcopy(ci).parts
+    doc = Document("med_evals report")
+    doc.table([{"run": "a", "Accuracy (95% CI)": ci, "95% CI": interval}])
+    assert "| a | 0.62 (0.50-0.75) | 0.125-0.250 |" in doc.markdown(tmp_path)
+    assert "<td>0.62 (0.50-0.75)</td><td>0.125-0.250</td>" in doc.html()

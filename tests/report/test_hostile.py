@@ -1,9 +1,12 @@
 """Hostile replies, a hostile recorded model name and hostile file names, through the real tasks
-and the report (issue 27): each reply scored INVALID and logged verbatim, nothing live in
-report.html or in report.md rendered with HTML on, every table whole."""
+and the report (issues 27 and 44): each reply scored INVALID and logged verbatim, nothing live
+in report.html or in report.md rendered with HTML on, every table whole; every CSV export
+without a split row, a formula or a raw control, every LaTeX export compiling with the text
+visible."""
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import shutil
@@ -15,7 +18,7 @@ from inspect_ai.log import read_eval_log
 from markdown_it import MarkdownIt
 
 from med_evals.commands.report import build_report
-from med_evals.outputs.text import terminal
+from med_evals.outputs.text import LATEX_PRINTS, csv_text, latex_text, terminal
 from med_evals.tasks.medreqal import medreqal
 from med_evals.tasks.oncology_rct import oncology_rct
 
@@ -24,6 +27,7 @@ from ..oncology_support import FIXTURE_CSV, install_fixture
 from ..support.browser import chromium_page
 from ..test_safe_text import parse, squash
 from . import hostile
+from .exported import compile_tex, failures, pdflatex, read_csv_typed
 
 CONDITIONS = "title_abstract,doi_only"  # 12 samples: every hostile reply at least once
 RAW = ("\x00", "\x1b", "\x07", "\x9b", "\u202e", "\u202c")
@@ -166,3 +170,60 @@ def test_no_dialog_fires_in_chromium(runs, report, tmp_path):
     cells = [c for t in parse(html).tables for row in t for c in row]
     label = f"{hostile.MODEL} (replayed), trials_file={hostile.TRIALS_NAME}"
     assert terminal(label) in cells
+
+
+# --- the exports (issue 44, items 5 and 10) ------------------------------------------------
+
+#: what a spreadsheet reads as the start of a formula
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+_NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
+
+
+@pytest.mark.slow
+def test_csv_exports_split_no_row_and_hold_no_formula_or_raw_control(runs, report):
+    _, out = runs
+    label = f"{hostile.MODEL} (replayed), trials_file={hostile.TRIALS_NAME}"
+    cells: set[str] = set()
+    for csv_path, _ in report.tables:
+        raw = csv_path.read_text(encoding="utf-8")
+        # no raw control or bidi character, and no CR at all: a bare CR ends a spreadsheet's row
+        assert not [c for c in (*RAW, "\r", "\u200f") if c in raw], csv_path.name
+        with csv_path.open(encoding="utf-8", newline="") as f:
+            header, *rows = list(csv.reader(f))
+        assert rows and all(len(r) == len(header) for r in rows), csv_path.name
+        typed = read_csv_typed(raw)
+        assert [[v for v, _ in r] for r in typed] == [header, *rows]  # as csv reads it
+        for value, quoted in (f for r in typed for f in r):
+            # a formula start only on a number (``-0.25``), else neutralised with a '
+            assert not value.startswith(FORMULA) or _NUMBER.fullmatch(value), value
+            # unquoted: a number or empty; any text is quoted
+            assert quoted or value == "" or _NUMBER.fullmatch(value), (csv_path.name, value)
+            cells.add(value)
+    # the hostile texts stand in their cells whole, their controls made visible
+    assert csv_text(label) in cells and csv_text(hostile.MODEL) in " ".join(cells)
+    assert csv_text(hostile.REPLIES["cr"]) == "POSITIVE\\r=cmd|' /C calc'!A0"
+    assert csv_text(hostile.REPLIES["cr"]) in cells
+    assert hostile.REPLIES["scripts"].replace("\u200f", "\\u200f") in cells  # UTF-8 as it is
+    assert not [c for c in cells if c.startswith("=cmd")]
+
+
+def _printed(tex: str) -> str:
+    """A LaTeX cell or caption as its text reads (our break points and alignment left out)."""
+    return re.sub(r"\\allowbreak\{\}|\\raggedright |\\raggedleft ", "", tex)
+
+
+@pytest.mark.slow
+def test_latex_exports_compile_and_show_the_hostile_text(runs, report, tmp_path):
+    pdflatex()
+    tex = [t for _, t in report.tables]
+    assert failures(compile_tex(tex, tmp_path)) == {}
+    label = f"{hostile.MODEL} (replayed), trials_file={hostile.TRIALS_NAME}"
+    text = " ".join(_printed(line) for t in tex for line in t.read_text(encoding="utf-8")
+                    .splitlines() if not line.startswith("%"))  # a comment is not read
+    # only what pdflatex prints in a plain article; the rest as visible escapes
+    assert set(text) <= LATEX_PRINTS | {"\n"}
+    assert latex_text(label) in text
+    assert "\\textbackslash{}u043c\\textbackslash{}u043e" in latex_text(label)  # Cyrillic
+    assert latex_text(" ".join(hostile.REPLIES["scripts"].split())) in text
+    # a reply as report.md shows it: on one line (a CR a blank), the whole in the CSV
+    assert latex_text(" ".join(hostile.REPLIES["cr"].split())) in text

@@ -36,7 +36,6 @@ from med_evals.commands.report.summary import summary_rows
 from med_evals.logs.labels import group_runs
 from med_evals.logs.runs import load_runs
 from med_evals.logs.usage import money
-from med_evals.outputs.text import LATEX_ESCAPES
 from med_evals.scorers.judges import AGREEMENT, JUDGE_FAILURE, TIE
 from med_evals.tasks import STUDIES
 from med_evals.tasks.counterfactual import counterfactual_judges
@@ -48,6 +47,7 @@ from ..conftest import FIXTURES
 from ..oncology_support import FIXTURE_CSV, follower
 from ..support.browser import chromium_page, chromium_path
 from ..support.fake_openai import FakeOpenAIServer, _all_text, _last_user
+from .exported import compile_tex, failures, pdflatex, tex_floats
 from .support import replay_run
 from .test_same_numbers import md_tables
 
@@ -318,12 +318,6 @@ def _log_paths(result, row) -> list[str]:
     return [str(p) for name in row.logs for p in folder.rglob(name)]
 
 
-def _untex(cell: str) -> str:
-    for char, tex in sorted(LATEX_ESCAPES.items(), key=lambda kv: -len(kv[1])):
-        cell = cell.replace(tex, char)
-    return cell
-
-
 @pytest.mark.slow
 def test_every_table_exported_whole_and_linked(paper):
     result = paper["result"]
@@ -335,21 +329,29 @@ def test_every_table_exported_whole_and_linked(paper):
         for path in (csv_path, tex_path):
             name = path.relative_to(result.markdown.parent).as_posix()
             assert name in links and f'href="{name}"' in html_text
-        tex = tex_path.read_text(encoding="utf-8")
-        [spec] = re.findall(r"\\begin\{tabular\}\{(.*)\}", tex)
-        cols = len(re.findall(r"p\{[^}]*\}|[lr]", spec))
-        body = tex.split("\\midrule\n")[1].split("\n\\bottomrule")[0].splitlines()
+        # the LaTeX: floats (parts by columns, each repeating the keys; pages of rows)
+        floats = tex_floats(tex_path.read_text(encoding="utf-8"))
         with csv_path.open(encoding="utf-8", newline="") as f:
             header, *records = list(csv.reader(f))
-        assert len(header) == cols and len(body) == len(records)
-        assert all(len(re.findall(r"(?<!\\)&", line)) == cols - 1 for line in body)
+        part = [rows for _, head, rows in floats if head == floats[0][1]]
+        assert sum(len(rows) for rows in part) == len(records)  # every row, once per part
+        # the CSV: one column per column shown, or per number of a cell printed from numbers
+        shown = list(dict.fromkeys(c for _, head, _ in floats for c in head))
+        assert len(header) >= len(shown)
     # LaTeX cells are report.md's cells; the summary whole
-    [(_, _, shown)] = [t for t in md_tables(md) if t[0] == "Summary across studies"]
+    [(_, _, shown_rows)] = [t for t in md_tables(md) if t[0] == "Summary across studies"]
     [(_, tex_path)] = [t for t in result.tables if "each-study" in t[0].name]
-    body = tex_path.read_text(encoding="utf-8").split("\\midrule\n")[1].split("\n\\bottomrule")[0]
-    cells = [[_untex(c.strip()) for c in re.split(r"(?<!\\)&", line.removesuffix(r" \\"))]
-             for line in body.splitlines()]
-    assert cells == [list(r.values()) for r in shown]
+    cells = [r for _, _, rows in tex_floats(tex_path.read_text(encoding="utf-8")) for r in rows]
+    assert cells == [list(r.values()) for r in shown_rows]
+
+
+@pytest.mark.slow
+def test_every_export_compiles_with_pdflatex_in_a_plain_article(paper, tmp_path):
+    """The judge tables too (tests/report/test_exports_latex.py: the studies' tables)."""
+    result = paper["result"]
+    assert any("agreement-between-the-graders" in t.name for _, t in result.tables)
+    pdflatex()
+    assert failures(compile_tex([t for _, t in result.tables], tmp_path)) == {}
 
 
 @pytest.mark.slow

@@ -36,7 +36,6 @@ the report and the regression gate. The published rows are the study's Table 1 a
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import math
 import os
@@ -693,78 +692,37 @@ def usage_lines(runs: Sequence[RunRow]) -> list[str]:
     return out
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "compare",
-        help="the main job: a model run here and recorded replies, beside the published table",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    p.add_argument(
-        "--model",
-        default=DEFAULT_MODEL,
-        help=f"model to run (default {DEFAULT_MODEL}; any Inspect model; none: recorded only)",
-    )
-    p.add_argument(
-        "-M",
-        dest="model_args",
-        action="append",
-        metavar="NAME=VALUE",
-        help=f"model arg (repeatable); default for embedded models: choices={DEFAULT_CHOICES}; "
-        "-M choices= gives the study's free reply (then pass --max-tokens)",
-    )
-    p.add_argument(
-        "--recorded",
-        default=",".join(DEFAULT_RECORDED),
-        help="recorded models to replay, comma-separated, or 'none' "
-        f"(default {','.join(DEFAULT_RECORDED)}; also gpt35turbo_temp100)",
-    )
-    p.add_argument("--condition", default=DEFAULT_CONDITION, help="oncology condition")
-    p.add_argument("--subset", default=DEFAULT_SUBSET, help="stored subset; 'all': 250 trials")
-    p.add_argument("--max-tokens", type=int, help="output tokens per reply (default: the task's)")
-    p.add_argument(
-        "--timeout", type=int, default=DEFAULT_TIMEOUT, metavar="SECONDS",
-        help="a served model's request gives up after SECONDS, its retries included (default "
-        f"{DEFAULT_TIMEOUT}; Inspect's --timeout and --attempt-timeout; none for embedded/)",
-    )
-    p.add_argument(
-        "--max-retries", type=int, default=DEFAULT_MAX_RETRIES, metavar="N",
-        help=f"times a failed request to a served model is retried (default "
-        f"{DEFAULT_MAX_RETRIES}; Inspect's --max-retries)",
-    )
-    p.add_argument("--log-dir", help="folder for the logs (default logs/compare-<time>)")
-    p.add_argument("--out", help="folder for the report (default <log dir>/report)")
-    p.add_argument("--data-dir", help="local data directory (default $MED_EVALS_DATA_DIR)")
-    p.add_argument("--reference", help="folder of the published tables (see med-evals report)")
-    p.add_argument(
-        "--prices", metavar="FILE",
-        help="YAML or JSON: model name -> {input, output, input_cache_write, input_cache_read} "
-        "in $ per million tokens (Inspect's --model-cost-config shape), for models Inspect "
-        "has no price for; see med-evals report --prices",
-    )
-    p.set_defaults(func=cli)
-
-
-def cli(args: argparse.Namespace) -> int:
+def compare_command(model: str = DEFAULT_MODEL, model_args: Sequence[str] | None = None,
+                    recorded: str = ",".join(DEFAULT_RECORDED),
+                    condition: str = DEFAULT_CONDITION, subset: str = DEFAULT_SUBSET,
+                    max_tokens: int | None = None, timeout: int = DEFAULT_TIMEOUT,
+                    max_retries: int = DEFAULT_MAX_RETRIES, log_dir: str | None = None,
+                    out: str | None = None, data_dir: str | None = None,
+                    reference: str | None = None, prices: str | None = None) -> int:
+    """``med-evals compare``: run ``model`` and replay the ``recorded`` models (comma-separated,
+    or ``none``) on ``condition`` of ``subset`` (``all``: every trial), then print the table
+    (:func:`run_compare`, :func:`format_table`); ``model_args``: ``NAME=VALUE`` strings,
+    ``prices``: a prices file (read first: a bad one is a bad argument)."""
     from med_evals.logs.usage import read_prices
 
-    prices = read_prices(args.prices)  # before any work: a bad file is a bad argument
-    recorded = [] if args.recorded.strip() == "none" else [
-        r.strip() for r in args.recorded.split(",") if r.strip()
+    priced = read_prices(prices)  # before any work: a bad file is a bad argument
+    names = [] if recorded.strip() == "none" else [
+        r.strip() for r in recorded.split(",") if r.strip()
     ]
     comparison = run_compare(
-        model=args.model,
-        model_args=_model_args(args.model_args, args.model),
-        recorded=recorded,
-        condition=args.condition,
-        subset=None if args.subset == "all" else args.subset,
-        data_dir=args.data_dir,
-        log_dir=args.log_dir,
-        report_dir=args.out,
-        reference=args.reference,
-        max_tokens=args.max_tokens,
-        prices=prices,
-        timeout=args.timeout,
-        max_retries=args.max_retries,
+        model=model,
+        model_args=_model_args(model_args, model),
+        recorded=names,
+        condition=condition,
+        subset=None if subset == "all" else subset,
+        data_dir=data_dir,
+        log_dir=log_dir,
+        report_dir=out,
+        reference=reference,
+        max_tokens=max_tokens,
+        prices=priced,
+        timeout=timeout,
+        max_retries=max_retries,
     )
     from med_evals.outputs.text import terminal
 

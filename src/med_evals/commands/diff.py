@@ -15,7 +15,6 @@ Text from a log goes through :func:`med_evals.outputs.text.terminal`.
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import math
@@ -340,31 +339,16 @@ def format_text(result: dict[str, Any]) -> str:
 # --- the command --------------------------------------------------------------------------
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "diff",
-        help="where two runs of a study differ: McNemar's test, paired bootstrap differences "
-        "and the samples right in one run only, or wrong in both",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    p.add_argument("log_a", metavar="LOG_A", help="a log file (local or s3://...)")
-    p.add_argument("log_b", metavar="LOG_B", help="another run's log, of the same study")
-    p.add_argument("--condition", help="compare this condition only (default: every shared one)")
-    p.add_argument("--limit", type=int, default=LIMIT, metavar="N",
-                   help=f"samples listed per list (default {LIMIT})")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, metavar="N",
-                   help=f"paired bootstrap resamples (default {N_BOOT}, the report's; seed 0)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead")
-    p.set_defaults(func=cli)
-
-
-def cli(args: argparse.Namespace) -> int:
-    if args.limit < 0:
-        raise CommandError(f"--limit {args.limit}: 0 or more samples", USAGE)
-    if args.n_boot < 1:
-        raise CommandError(f"--n-boot {args.n_boot}: at least 1 resample", USAGE)
-    result = diff_runs(args.log_a, args.log_b, args.condition, args.limit, args.n_boot)
-    if args.json:
+def diff_command(log_a: str, log_b: str, condition: str | None = None, limit: int = LIMIT,
+                 n_boot: int = N_BOOT, as_json: bool = False) -> int:
+    """``med-evals diff``: print where the runs of ``log_a`` and ``log_b`` differ
+    (:func:`diff_runs`), as text or as one JSON object."""
+    if limit < 0:
+        raise CommandError(f"--limit {limit}: 0 or more samples", USAGE)
+    if n_boot < 1:
+        raise CommandError(f"--n-boot {n_boot}: at least 1 resample", USAGE)
+    result = diff_runs(log_a, log_b, condition, limit, n_boot)
+    if as_json:
         # ASCII only: every control or bidi character of a log is a \\u escape on the terminal
         print(json.dumps(result, ensure_ascii=True, indent=1))
     else:

@@ -66,3 +66,27 @@ def export_counterfactuals(paths: Iterable[str | Path], out: str | Path) -> dict
         "rows": len(rows),
         "skipped": found.skipped,
     }
+
+
+def export_counterfactuals_command(logs: Iterable[str | Path], out: str | Path) -> int:
+    """``med-evals export-counterfactuals``: write the accepted rewrites of ``logs`` to
+    ``out`` and print the summary; nothing accepted (each skipped log listed), or a location
+    that cannot be listed: :class:`CommandError` (exit 2)."""
+    from med_evals.commands.console import print_lines
+    from med_evals.logs.files import LogPathError
+    from med_evals.outputs.exit_codes import USAGE, CommandError
+    from med_evals.outputs.files import check_file
+
+    check_file(out, "--out")  # before any log is read
+    try:
+        summary = export_counterfactuals(logs, out)
+    except LogPathError as ex:  # a location that cannot be listed (s3://...: unreachable)
+        raise CommandError(str(ex), USAGE) from None
+    skipped = summary.pop("skipped")
+    print_lines("skipped", skipped)
+    print(", ".join(f"{k} {v}" for k, v in summary.items()))
+    if not summary["rows"]:
+        why = f" ({len(skipped)} skipped, listed above)" if skipped else ""
+        raise CommandError(f"no accepted rewrite in the logs{why}; nothing written", USAGE)
+    print(f"wrote {out}")
+    return 0

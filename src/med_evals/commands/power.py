@@ -14,7 +14,6 @@ only; runs nothing.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -168,36 +167,22 @@ def format_sizes(
     return "\n".join(out)
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "power",
-        help="items a gate needs to detect a chosen drop (or to rule out a drop larger than a "
-        "margin), per run, condition and gated metric of a baseline",
-        description=__doc__.split("\n\n")[0] if __doc__ else None,
-    )
-    p.add_argument("--baseline", required=True, help="baseline JSON from `med-evals baseline`")
-    goal = p.add_mutually_exclusive_group(required=True)
-    goal.add_argument("--detect", type=float, metavar="DROP",
-                      help="the drop to detect, a share in (0, 1): 0.05 is 5 points")
-    goal.add_argument("--margin", type=float, metavar="DROP",
-                      help="the margin of an equivalence gate (`med-evals regress --margin`): "
-                      "items to show a run as good as its baseline no worse by more than DROP")
-    p.add_argument("--n-boot", type=int, default=N_BOOT, metavar="N",
-                   help=f"bootstrap resamples for macro-F1's standard error (default {N_BOOT}, "
-                   "seeded; at least 100)")
-    p.set_defaults(func=cli)
-
-
-def cli(args: argparse.Namespace) -> int:
+def power_command(baseline: str, detect: float | None = None, n_boot: int = N_BOOT,
+                  margin: float | None = None) -> int:
+    """``med-evals power``: print the items a gate needs to detect a drop of ``detect`` (or, with
+    ``margin``, to rule out a drop larger than the margin: ``regress --margin``), per run,
+    condition and gated metric of the ``baseline`` file."""
     from med_evals.outputs.text import terminal
 
-    margin = args.margin is not None
-    drop = args.margin if margin else args.detect
-    flag = "--margin" if margin else "--detect"
+    equivalence = margin is not None
+    drop = margin if equivalence else detect
+    flag = "--margin" if equivalence else "--detect"
+    if drop is None:
+        raise CommandError("give --detect DROP or --margin DROP", USAGE)
     if not 0 < drop < 1:
         raise CommandError(f"{flag} {drop}: a drop between 0 and 1 (0.05 is 5 points)", USAGE)
-    if args.n_boot < 100:
-        raise CommandError(f"--n-boot {args.n_boot}: at least 100 resamples", USAGE)
-    rows = sizes(read_baseline(args.baseline), drop, args.n_boot, margin)
-    print(terminal(format_sizes(rows, drop, args.n_boot, margin)))
+    if n_boot < 100:
+        raise CommandError(f"--n-boot {n_boot}: at least 100 resamples", USAGE)
+    rows = sizes(read_baseline(baseline), drop, n_boot, equivalence)
+    print(terminal(format_sizes(rows, drop, n_boot, equivalence)))
     return 0

@@ -132,18 +132,22 @@ def inspect_commands(written: dict[str, Path]) -> Sequence[str]:
     ]
 
 
-def cli(args) -> int:  # noqa: ANN001 - argparse.Namespace
-    """``med-evals recorded-to-replay TABLE --out DIR [--data-dir DIR] [--by-row]``."""
-    check_out_dir(Path(args.out))
+def recorded_to_replay_command(table: str | Path, out: str | Path, data_dir: str | None = None,
+                               by_row: bool = False) -> int:
+    """``med-evals recorded-to-replay``: write the replies of ``table`` as one replay file per
+    model in ``out`` and print the ``inspect eval`` command that replays each; ``by_row``:
+    the table's rows are trials 0..n-1 (no DOI match against the trials dataset, which is
+    then not read)."""
+    check_out_dir(Path(out))
     trials = None
-    if not args.by_row:
+    if not by_row:
         from med_evals.tasks.oncology_rct import load_trials
 
-        trials, _ = load_trials(args.data_dir)
+        trials, _ = load_trials(data_dir)
     try:
-        written = write_replays(args.table, args.out, trials)
+        written = write_replays(table, out, trials)
     except OSError as ex:
-        raise CommandError(f"cannot write the replay files in {args.out}: {ex}", USAGE) from None
+        raise CommandError(f"cannot write the replay files in {out}: {ex}", USAGE) from None
     from med_evals.outputs.text import terminal
 
     for model, path in written.items():  # model names from the table: anyone's text

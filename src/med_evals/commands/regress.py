@@ -977,3 +977,45 @@ def read_baseline(path: str | Path) -> dict[str, Any]:
 def _a_log(path: Path, what: str) -> str:
     return (f"baseline {path}: this is {what}, not a baseline; record a baseline from it with "
             f"`med-evals baseline {shlex.quote(str(path))} -o baseline.json`")
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+def regress_command(logs: Sequence[str | Path], baseline: str, allow_untested: bool = False,
+                    allow_absent: bool = False, n_boot: int = 1000, all_metrics: bool = False,
+                    prices: str | None = None, margin: float | None = None) -> int:
+    """``med-evals regress``: gate ``logs`` against the ``baseline`` file (with ``margin``, an
+    equivalence gate: no worse than the baseline by more than the margin) and print the rows,
+    what each gate can detect, the tokens and cost, and the decision; returns its exit code
+    (:func:`decide`)."""
+    from med_evals.commands.console import price_notes, print_lines
+    from med_evals.logs.usage import read_prices
+    from med_evals.outputs.text import terminal
+
+    if n_boot < 100:
+        raise CommandError(f"--n-boot {n_boot}: at least 100 resamples")
+    if margin is not None and not 0 < margin < 1:
+        raise CommandError(f"--margin {margin}: a drop between 0 and 1 (0.02 is 2 points)")
+    priced, usage, models = read_prices(prices), list[str](), list[str]()
+    rows, notes = regress(read_baseline(baseline), logs, n_boot=n_boot,
+                          all_metrics=all_metrics, prices=priced, usage=usage, models=models,
+                          margin=margin)
+    price_notes(priced, models)
+    print_lines("note", notes)
+    if rows:
+        print(terminal(format_rows(rows)))
+    for task, names in gated_metrics(rows).items():
+        print(f"gated for {task}: {', '.join(names)} (headline metrics, paired bootstrap)")
+    detects = detect_lines(rows)
+    if detects:
+        print("what each gate can detect (80% power, α = 0.05, on the samples compared, at "
+              "their observed differences; where too few differ, from the baseline alone, "
+              "as `med-evals power` sizes a gate; docs/numbers.md):")
+        print("\n".join(terminal(f"  {line}", one_line=True) for line in detects))
+    if usage:
+        print("tokens and cost, baseline -> new (information, never gated):")
+        print("\n".join(terminal(f"  {line}", one_line=True) for line in usage))
+    decision = decide(rows, allow_untested=allow_untested, allow_absent=allow_absent,
+                      margin=margin)
+    print("\n" + "\n".join(terminal(line, one_line=True) for line in decision.lines))
+    return decision.code

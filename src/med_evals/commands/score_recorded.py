@@ -189,3 +189,24 @@ def score_recorded(replies: pd.DataFrame) -> list[dict[str, Any]]:
             values.append(outcome_value(reply, r.target, cond, r.trial, error))
         results.append({"model": model, "condition": cond, **summarize_condition(values)})
     return results
+
+
+def score_recorded_command(table: str | Path, with_trials: bool = False,
+                           data_dir: str | None = None, out: str | None = None) -> int:
+    """``med-evals score-recorded``: print (and with ``out`` write as CSV) the study's numbers
+    of each recorded model and condition of ``table``; ``with_trials``: the ground truth from
+    the trials dataset (a long table without ``ground_truth``)."""
+    from med_evals.commands.console import emit_table
+    from med_evals.commands.report.oncology_rct import recorded_table
+    from med_evals.outputs.files import check_file
+
+    if out:
+        check_file(out, "--out")  # before any work
+    trials = None
+    if with_trials:
+        from med_evals.tasks.oncology_rct import load_trials
+
+        trials, _ = load_trials(data_dir)
+    replies = read_recorded(Path(table), trials)
+    emit_table(recorded_table(score_recorded(replies)), out)
+    return 0

@@ -30,8 +30,8 @@ name, each checking the behaviour relied on here.
   in full but a role's model only in part (:func:`med_evals.scorers.judges.grader_config`).
 - ``registry_find``: the model providers and tasks Inspect knows, to name the closest to a
   misspelt one (:func:`unknown_provider_message`, :func:`unknown_task_message`).
-- :func:`vllm_url_given`: whether a ``vllm/`` model was given a server URL (an attribute of
-  Inspect's provider, read before it connects).
+- :func:`vllm_url_given`, :func:`vllm_given_url`: whether a ``vllm/`` model was given a server
+  URL, and which (an attribute of Inspect's provider, read before it connects).
 - ``sample_active``: the sample running now (the replay provider serves the record of its id).
 - ``scorer_metrics``, ``registry_params``: a scorer's declared metrics, and the arguments a
   metric was created with as Inspect records them (the tests check ours).
@@ -42,7 +42,11 @@ name, each checking the behaviour relied on here.
 - :func:`inspect_command`, :func:`parse_cli_config`, :func:`parse_model_role_cli_args`:
   Inspect's command line (a click group) and its parsing of ``-T`` and ``--model-role``
   values, for the tests that run Inspect's own command line in process (imported when called:
-  the command line imports every command's module).
+  the command line imports every command's module); :func:`inspect_eval_command`, ``inspect
+  eval``'s command alone, with which ``med-evals run`` parses the flags it hands ``inspect
+  eval`` before it starts any process.
+- :func:`inspect_main`: what ``python -m inspect_ai`` runs, for ``med-evals run``'s shard
+  processes (:mod:`med_evals.commands.shard_process`).
 - :func:`database_model_info`: Inspect's model information (prices included) looked up without
   creating the provider (:mod:`med_evals.logs.usage`).
 
@@ -377,6 +381,14 @@ def vllm_url_given(api: object) -> bool | None:
     return bool(getattr(api, "_init_base_url", None) or getattr(api, "base_url", None))
 
 
+def vllm_given_url(api: object) -> str | None:
+    """The server URL Inspect's ``vllm/`` provider ``api`` was given (``--model-base-url``,
+    ``-M base_url=``, ``-M port=``), or None: none given (``VLLM_BASE_URL`` is read when it
+    connects), another provider, or an Inspect that keeps it elsewhere."""
+    url = getattr(api, "_init_base_url", None) if hasattr(api, "_init_base_url") else None
+    return url if isinstance(url, str) and url else None
+
+
 def inspect_command() -> Any:
     """Inspect's command line, the click group ``inspect`` runs (for in-process tests)."""
     from inspect_ai._cli.main import (
@@ -435,3 +447,26 @@ def database_model_info(model: str) -> Any:
     )
 
     return _get_model_info_direct(model)
+
+
+def inspect_eval_command() -> Any:
+    """``inspect eval``'s click command alone (its module only: :func:`inspect_command` imports
+    every command's module, ``inspect info``'s among them, seconds more), for ``med-evals run``'s
+    parse of the flags it hands ``inspect eval``."""
+    from inspect_ai._cli.eval import (
+        eval_command,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: inspect eval's click command, to parse med-evals run's flags before any process  # noqa: E501
+    )
+
+    return eval_command
+
+
+def inspect_main() -> Any:
+    """Inspect's command-line entry point, ``main`` of ``inspect_ai._cli.main`` (what ``python
+    -m inspect_ai`` runs: its exception hook, its ``.env`` file, then its click group), for the
+    shard processes of ``med-evals run`` (:mod:`med_evals.commands.shard_process`)."""
+    from inspect_ai._cli.main import (
+        main,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: Inspect's CLI entry point, run in med-evals run's shard processes  # noqa: E501
+    )
+
+    return main
+

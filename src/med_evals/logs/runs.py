@@ -159,8 +159,9 @@ class Run:
     ) -> RunUsage | None:
         """What the eval paid for over all its attempts
         (:func:`med_evals.logs.usage.paid_run_usage`: a resumed run's killed attempts too),
-        ``None`` where it is what the run used (one attempt, nothing unknown) or was not read."""
-        if self.paid is None or (self.paid.attempts <= 1 and not self.paid.unknown):
+        ``None`` where it is what the run used (one attempt of the eval or of each shard,
+        nothing unknown) or was not read."""
+        if self.paid is None or self.paid.once():
             return None
         vals = list(self.values.values()) if values is None else values
         return paid_run_usage(self.paid, self.study, vals, prices)

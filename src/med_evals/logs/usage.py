@@ -123,11 +123,14 @@ class RunUsage:
     answer: str
     answers: int
     per_answer: Cost
-    #: the logs the figures are summed over (1: one attempt; more: a resumed eval's attempts)
+    #: the logs the figures are summed over (1: one attempt; more: a resumed eval's attempts,
+    #: or a sharded run's, each shard one attempt or more)
     attempts: int = 1
     #: what no log could show (calls a killed attempt made after its last flush, in flight at
     #: the kill): the figures are a lower bound when set
     unknown: str | None = None
+    #: the shards the attempts are of (1: one eval; a shard is not an attempt)
+    shards: int = 1
 
 
 # --- prices ----------------------------------------------------------------------------------
@@ -367,11 +370,19 @@ class Paid:
     """What an eval paid for, over every attempt of it whose log was given: each role's tokens
     over every sample record of every attempt, each record once (a sample an ``eval-retry``
     reused is the same record in both logs); ``attempts``: the logs read; ``unknown``: what no
-    log could show (``None``: nothing)."""
+    log could show (``None``: nothing); ``shards``: the shards of a sharded run the attempts are
+    of (each shard one attempt or more: it paid more than it used only where ``attempts``
+    exceeds ``shards``)."""
 
     roles: list[RoleUsage]
     attempts: int = 1
     unknown: str | None = None
+    shards: int = 1
+
+    def once(self) -> bool:
+        """Whether it paid what it used: each shard (or the eval) one attempt, nothing
+        unknown."""
+        return self.attempts <= self.shards and not self.unknown
 
 
 def when(text: str | None) -> datetime | None:
@@ -423,12 +434,14 @@ def paid_usage(finished: EvalLog, used: UsageSums,
 
 
 def merged_paid(paid: Sequence[Paid | None]) -> Paid | None:
-    """The shards of one run: their attempts' figures summed (:func:`merged_roles`)."""
+    """The shards of one run: their attempts' figures summed (:func:`merged_roles`), and
+    their number (shards are not attempts)."""
     if not paid or any(p is None for p in paid):
         return None
     shown = [p for p in paid if p is not None]
     unknown = "; ".join(dict.fromkeys(p.unknown for p in shown if p.unknown)) or None
-    return Paid(merged_roles([p.roles for p in shown]), sum(p.attempts for p in shown), unknown)
+    return Paid(merged_roles([p.roles for p in shown]), sum(p.attempts for p in shown), unknown,
+                sum(p.shards for p in shown))
 
 
 def read_role_usages(path: str) -> list[RoleUsage]:
@@ -582,7 +595,7 @@ def paid_run_usage(
     number of attempts and what no log shows."""
     u = run_usage(paid.roles, study, values, prices)
     return RunUsage(u.roles, u.costs, u.total, u.answer, u.answers, u.per_answer,
-                    paid.attempts, paid.unknown)
+                    paid.attempts, paid.unknown, paid.shards)
 
 
 # --- text and records -------------------------------------------------------------------------
@@ -635,6 +648,7 @@ def usage_record(u: RunUsage) -> dict[str, Any]:
         "cost_per_answer": u.per_answer.dollars,
         "attempts": u.attempts,
         "unknown": u.unknown,
+        "shards": u.shards,
     }
 
 
@@ -652,7 +666,8 @@ def from_record(record: Mapping[str, Any]) -> RunUsage:
     return RunUsage(roles, costs, Cost(record.get("cost"), source, partial),
                     str(record.get("answer")), int(record.get("answers") or 0),
                     Cost(record.get("cost_per_answer"), source, partial),
-                    int(record.get("attempts") or 1), record.get("unknown"))
+                    int(record.get("attempts") or 1), record.get("unknown"),
+                    int(record.get("shards") or 1))
 
 
 def _change(old: float | int | None, new: float | int | None, shown: Any, signed: Any) -> str:
@@ -678,9 +693,11 @@ def partial_note(u: RunUsage) -> str:
 
 def paid_line(paid: RunUsage, used: RunUsage) -> str:
     """What an eval paid for over its attempts, beside what its finished run used: ``paid
-    over 2 attempts: input tokens at least 370 (used by the finished run: 360), ...; calls
-    ... are in no log``. Empty when the eval ran once and nothing is unknown."""
-    if paid.attempts <= 1 and not paid.unknown:
+    over 2 attempts of the eval: input tokens at least 370 (used by the finished run: 360),
+    ...; calls ... are in no log``; a sharded run's ``paid over 4 shards in 5 attempts: ...``
+    (shards are not attempts). Empty when the eval (each shard) ran once and nothing is
+    unknown."""
+    if paid.attempts <= paid.shards and not paid.unknown:
         return ""
     at_least = "at least " if paid.unknown else ""
     total, used_total = total_usage(paid.roles), total_usage(used.roles)
@@ -689,7 +706,9 @@ def paid_line(paid: RunUsage, used: RunUsage) -> str:
              for k in ("input_tokens", "output_tokens")]
     cost = cost_text(paid.total)
     parts.append(f"cost {at_least if paid.total.dollars is not None else ''}{cost}")
-    what = f"paid over {paid.attempts} attempt{'s' if paid.attempts > 1 else ''} of the eval"
+    attempts = f"{paid.attempts} attempt{'s' if paid.attempts > 1 else ''}"
+    what = (f"paid over {paid.shards} shards in {attempts}" if paid.shards > 1
+            else f"paid over {attempts} of the eval")
     tail = f"; unknown: {paid.unknown}" if paid.unknown else ""
     return f"{what}: {', '.join(parts)}{tail}"
 

@@ -6,12 +6,12 @@ Nothing from a log reaches a reader raw:
 
 - :func:`terminal`: a console line. Control characters (C0 but tab and, unless ``one_line``,
   line feed; DEL; C1), the bidirectional overrides and isolates (U+202A-U+202E, U+2066-U+2069,
-  the "Trojan Source" characters), every other invisible format character (the zero-width
-  space U+200B, joiners, U+FEFF, ...: :data:`FORMAT_RANGES`), the Unicode line and paragraph
-  separators and lone surrogates are shown as Python-style escapes (``\\x1b``, ``\\u202e``,
-  ``\\u200b``), so no escape sequence reaches the terminal live, nothing reorders the line and
-  two names that differ only by an invisible character never print alike; other text is
-  unchanged. The Markdown, HTML, LaTeX and figure texts go through it too.
+  the "Trojan Source" characters) and marks (U+200E, U+200F, U+061C), every other invisible
+  format character (the zero-width space U+200B, joiners, U+FEFF, ...: :data:`FORMAT_RANGES`),
+  the Unicode line and paragraph separators and lone surrogates are shown as Python-style
+  escapes (``\\x1b``, ``\\u202e``, ``\\u200b``), so no escape
+  sequence reaches the terminal live, nothing reorders the line and two names that differ
+  only by an invisible character never print alike; other text is unchanged. The Markdown, HTML, LaTeX and figure texts go through it too.
 - :func:`html_text`: HTML text or attribute value: :func:`terminal`'s visible controls, then
   ``html.escape``.
 - :func:`markdown_text`: Markdown text (a paragraph, a heading, a table cell): renders, in
@@ -20,17 +20,27 @@ Nothing from a log reaches a reader raw:
   ``<``, ``>``, ``&`` become entities; Markdown's syntax is backslash-escaped, but for an
   underscore inside a word (``title_abstract``, which opens no emphasis), so our own texts
   still read well in the raw file.
-- :func:`csv_cell` and :func:`csv_frame`: a CSV table meant for people: a text cell that a
-  spreadsheet would run as a formula (starting with ``=``, ``+``, ``-``, ``@``, tab or carriage
-  return, OWASP's advice on CSV injection) gets a leading ``'``; numbers, and text that is
-  just a number (``-0.05``), are left as they are.
-- :func:`latex_text`: LaTeX text (a table cell, a caption): controls made visible as for
-  :func:`terminal` on one line, then every character LaTeX reads as syntax (``\\ & % $ # _ { }
-  ~ ^``, and ``< > |``, which the default font encoding prints as other glyphs) written as the
-  command that prints it (a hyphen or quote before another kept apart: ``-{}-``, no dash), and
-  the few symbols our tables use that pdflatex has no text glyph
-  for (``−``, ``≥``, ``κ``, ...) in ``\\ensuremath``: the text prints as it reads, and nothing
-  in it runs as a command.
+- :func:`csv_cell`, :func:`csv_frame` and :func:`csv_document`: a CSV table meant for people.
+  A text cell's controls are made visible as for :func:`terminal` (a carriage return shows as
+  ``\\r``: a bare CR, which a spreadsheet reads as the end of a row, never reaches it; a
+  Windows line end ``\\r\\n`` is read as ``\\n``), then a text that a spreadsheet would run
+  as a formula (starting with ``=``, ``+``, ``-``, ``@`` or tab, OWASP's advice on CSV
+  injection) gets a leading ``'``; numbers, and text that is just a number (``-0.05``), are
+  left as they are. :func:`csv_document` writes such cells as RFC 4180 text, every text cell
+  quoted, numbers bare, a missing value empty.
+- :func:`latex_text`: LaTeX text (a table cell, a caption, a note) that pdflatex prints in a
+  plain ``article`` (the default OT1 font encoding, no package): controls made visible as for
+  :func:`terminal` on one line, and every character pdflatex cannot print there (CJK, Cyrillic,
+  Greek but ``α`` and ``κ``, emoji, ``« » Ð ð Þ þ``: anything outside ASCII, the Latin-1
+  letters and signs the default fonts have, and the symbols of :data:`LATEX_ESCAPES`) shown as
+  its Python-style escape (``\\u4e2d``), so no text stops the engine; then every character
+  LaTeX reads as syntax (``\\ & % $ # _ { } ~ ^``, and ``< > |``, which the default font
+  encoding prints as other glyphs) written as the command that prints it (a hyphen or quote
+  before another kept apart: ``-{}-``, no dash), and the few symbols our tables use that
+  pdflatex has no text glyph for (``−``, ``≥``, ``κ``, ``√``, ...) in ``\\ensuremath``: the
+  text prints as it reads, and nothing in it runs as a command. ``breakable``: a line may also
+  break after ``/ _ = , ; : | -`` and inside any longer run of characters
+  (:func:`latex_segments`), so a path or an identifier wraps in a narrow column.
 
 A backslash itself is not escaped by :func:`terminal` (paths stay readable), so the visible
 ``\\x1b`` and a literal backslash-x-1-b read the same; the text is for reading, not for parsing.
@@ -39,15 +49,20 @@ A backslash itself is not escaped by :func:`terminal` (paths stay readable), so 
 from __future__ import annotations
 
 import html
+import math
+import numbers
 import re
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-#: the bidirectional embedding, override and isolate characters (the "Trojan Source" set)
+#: the bidirectional embedding, override and isolate characters (the "Trojan Source" set) and
+#: the implicit marks (left-to-right, right-to-left, Arabic letter mark), which reorder the
+#: neutral characters around them
 BIDI_CONTROLS = frozenset(
-    chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A))
+    chr(c) for c in (*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C)
 )
 #: Unicode's format characters (general category Cf), which print as nothing or reorder the
 #: line: the soft hyphen, zero-width space, joiners and marks (U+200B-U+200F), the word joiner
@@ -162,18 +177,26 @@ def markdown_text(text: Any, *, one_line: bool = True) -> str:
 
 # --- CSV for spreadsheets -----------------------------------------------------------------
 
-#: the first characters a spreadsheet reads as the start of a formula (OWASP, CSV injection)
+#: the first characters a spreadsheet reads as the start of a formula (OWASP, CSV injection);
+#: a carriage return never starts a cell's text (:func:`csv_cell` shows it as ``\\r``)
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 _NUMBER = re.compile(r"[+-]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?")
 
 
+def csv_text(text: str) -> str:
+    """A text for a CSV cell a person reads: controls made visible (:func:`terminal`, line feeds
+    kept; a Windows line end read as one), then a leading ``'`` if a spreadsheet would run it
+    as a formula, unless it is only a number (``-0.05``, ``+3``)."""
+    text = terminal(str(text).replace("\r\n", "\n"))
+    if text.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(text):
+        return "'" + text
+    return text
+
+
 def csv_cell(value: Any) -> Any:
-    """A cell of a CSV table for people: text a spreadsheet would run as a formula gets a
-    leading ``'`` (shown as text there); anything else, numbers and text that is only a number
-    (``-0.05``, ``+3``) included, is returned as it is."""
-    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not _NUMBER.fullmatch(value):
-        return "'" + value
-    return value
+    """A cell of a CSV table for people: a text as :func:`csv_text` writes it; anything else
+    (numbers, missing values) is returned as it is."""
+    return csv_text(value) if isinstance(value, str) else value
 
 
 def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
@@ -189,6 +212,29 @@ def csv_frame(df: pd.DataFrame) -> pd.DataFrame:
             out[col] = out[col].map(csv_cell)
     out.columns = pd.Index([csv_cell(c) for c in out.columns])
     return out
+
+
+def _csv_field(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool) or type(value).__name__ in ("bool_", "bool"):  # numpy's too
+        value = "yes" if value else "no"
+    elif isinstance(value, numbers.Integral):
+        return str(int(value))
+    elif isinstance(value, numbers.Real):
+        x = float(value)
+        return "" if math.isnan(x) else repr(x)
+    return '"' + csv_text(str(value)).replace('"', '""') + '"'
+
+
+def csv_document(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A CSV table for people (RFC 4180, ``\\n`` line ends): every text cell (the header's
+    too) quoted and written as :func:`csv_text` writes it, so no line break or separator of a
+    text ends its cell or its row; a number bare, in full precision (``repr``: a float reads back
+    as the same float, an integer as an integer); a boolean ``yes``/``no``; a missing value
+    (None, NaN) empty."""
+    lines = [",".join(_csv_field(v) for v in row) for row in (header, *rows)]
+    return "\n".join(lines) + "\n"
 
 
 # --- LaTeX --------------------------------------------------------------------------------
@@ -218,6 +264,10 @@ LATEX_ESCAPES = {
     "×": r"\ensuremath{\times}",
     "·": r"\ensuremath{\cdot}",
     "→": r"\ensuremath{\rightarrow}",
+    "√": r"\ensuremath{\surd}",
+    "¹": r"\ensuremath{^{1}}",
+    "²": r"\ensuremath{^{2}}",
+    "³": r"\ensuremath{^{3}}",
     "…": r"\ldots{}",
     "`": r"\textasciigrave{}",
     "α": r"\ensuremath{\alpha}",
@@ -226,7 +276,25 @@ LATEX_ESCAPES = {
 #: a hyphen or quote that LaTeX would join with the next into a dash or a curly quote (``--``,
 #: ``''``), kept apart by an empty group
 LATEX_LIGATURE = {"-": "-{}", "'": "'{}"}
+#: what pdflatex prints as it is in a plain ``article`` (OT1 fonts, UTF-8 input): printable
+#: ASCII, and the Latin-1 letters and signs its fonts (or their TS1 companions) have: all of
+#: U+00A0-U+00FF but the guillemets and Icelandic eth and thorn, which need the T1 encoding
+LATEX_PRINTS = frozenset(
+    [chr(c) for c in range(0x20, 0x7F)]
+    + [chr(c) for c in range(0xA0, 0x100) if chr(c) not in "«»ÐÞðþ"]
+    + list("‘’“”•€™†‡ŁłŒœŠšŽžŸ")
+)
 _LATEX_SPECIAL = re.compile("[" + re.escape("".join(LATEX_ESCAPES)) + "]|[-'](?=[-'])")
+#: a character pdflatex cannot print in a plain article (shown as its escape instead)
+_LATEX_UNPRINTABLE = re.compile(
+    "[^" + re.escape("".join(sorted(LATEX_PRINTS | set(LATEX_ESCAPES)))) + "]"
+)
+#: where ``breakable`` text may also break: after these, and every :data:`LATEX_RUN`
+#: characters of a run without a space or one of these
+LATEX_BREAK_AFTER = "/_=,;:|-"
+LATEX_RUN = 16
+_BREAKS = re.escape(LATEX_BREAK_AFTER)
+_LATEX_PIECE = re.compile(f"[^ {_BREAKS}]{{1,{LATEX_RUN}}}[{_BREAKS}]?|[{_BREAKS}]| +")
 
 
 def _latex_char(m: re.Match[str]) -> str:
@@ -234,6 +302,37 @@ def _latex_char(m: re.Match[str]) -> str:
     return LATEX_ESCAPES.get(char) or LATEX_LIGATURE[char]
 
 
-def latex_text(text: Any) -> str:
-    """``text`` as LaTeX that prints it as it reads, on one line (the module's docstring)."""
-    return _LATEX_SPECIAL.sub(_latex_char, terminal(str(text), one_line=True))
+def _visible(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 0x100 else (
+        f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+
+
+def latex_printed(text: Any) -> str:
+    """``text`` as :func:`latex_text` prints it, before any LaTeX escaping: on one line, its
+    controls made visible (:func:`terminal`) and every character pdflatex cannot print in a
+    plain article shown as its Python-style escape (``\\u4e2d``, ``\\U0001f469``)."""
+    return _LATEX_UNPRINTABLE.sub(_visible, terminal(str(text), one_line=True))
+
+
+def latex_segments(text: Any) -> list[str]:
+    """:func:`latex_printed`'s text cut where ``latex_text(..., breakable=True)`` lets a line
+    break: after each of :data:`LATEX_BREAK_AFTER`, and after every :data:`LATEX_RUN`
+    characters of a longer run without a space or one of them; runs of spaces are segments of
+    their own (a line may break at a space anyway). Joined, the segments are the printed text."""
+    return _LATEX_PIECE.findall(latex_printed(text))
+
+
+def latex_text(text: Any, *, breakable: bool = False) -> str:
+    """``text`` as LaTeX that prints it as it reads, on one line (the module's docstring);
+    ``breakable``: with ``\\allowbreak{}`` between :func:`latex_segments` (a wrapping column)."""
+    printed = latex_printed(text)
+    if not breakable:
+        return _LATEX_SPECIAL.sub(_latex_char, printed)
+    parts: list[str] = []
+    for seg in _LATEX_PIECE.findall(printed):
+        if parts and not seg.startswith(" ") and not parts[-1].endswith(" "):
+            # a penalty between two segments: also no dash or quote ligature across it
+            parts.append(r"\allowbreak{}")
+        parts.append(_LATEX_SPECIAL.sub(_latex_char, seg))
+    return "".join(parts)

@@ -23,15 +23,24 @@ docs/numbers.md, "Judges and juries".
 reference beside it) sits between its own tags (``<candidate_answer>`` ... ``</candidate_answer>``),
 HTML-escaped (``&``, ``<``, ``>``), so the text cannot close its block or open another.
 
-**The grade is read from the grader's own answer only** (:func:`grader_text`): every verbatim
-echo of a judged text (as given, HTML-escaped as we quote it, or with its escapes decoded) is
-removed from the reply, then each of our quoted blocks from its first opening tag to its last
-closing tag, so a ``</candidate_answer>`` inside an echoed text cannot end the block early. Then
-the grade is the reply's last JSON object, standing on its own (the braces before it balance,
-none follows it). A reply without any JSON object may give a bare grade (``Rating: 4``,
-``contradicts``) only when it gives exactly one; two grade lines, a last object inside a broken
+**The grade is read from the grader's own words only** (:func:`grader_text`,
+:func:`own_answer`): what the grader quotes is not its grade. Removed from its reply: every
+verbatim echo of a judged text (as given, HTML-escaped as we quote it, or with its escapes
+decoded); each of our quoted blocks from its first opening tag to its last closing tag, so a
+``</candidate_answer>`` inside an echoed text cannot end the block early; each fenced block that
+does not hold the grader's JSON answer (one that starts with ``{`` does); each Markdown
+block-quote line (``> ...``); each line that is a line of a judged text. Then a JSON object that
+is a quotation is passed over: one equal to an object written in a judged text (however spaced),
+or one between quote marks beside words of the grader's own (``It plants "{...}"``). The grade is
+the last other object, standing on its own (the braces before it balance, none follows it). A
+reply without any object of its own may give a bare grade (``Rating: 4``, ``contradicts``) only
+when it gives exactly one outside quote marks; two grade lines, a last object inside a broken
 one, or an object without a valid grade is unreadable. So a grade written in the candidate's
-text, echoed by the grader, is never read as the grader's.
+text, echoed or quoted by the grader before or after its own, is never read as the grader's
+(HELM's open issue #4344 is the same bug with the first match; reading the last match, as
+this module did before 2.2.0, only moves it to a grader that quotes after its verdict); a
+reply that is only a quotation in quote marks (``"contradicts"``) is the grader's own, as it
+always was.
 
 A judge reply that cannot be parsed is asked again, at most ``attempts`` times in all (the
 follow-up turn says what was wrong); after that the item counts as a judge failure of that
@@ -89,8 +98,10 @@ from med_evals.stats.intervals import proportion_with_intervals
 #: The version of the judges' prompts and grade reading (recorded in the tasks' metadata):
 #: 2.0.0 quotes the judged texts and reads only the grader's final answer; 2.1.0 removes the
 #: echoes of the judged texts and each quoted block up to its last closing tag, and counts a
-#: grader's provider error as its judge failure.
-JUDGE_VERSION = "2.1.0"
+#: grader's provider error as its judge failure; 2.2.0 reads the grader's own words only: what
+#: it quotes (a ``>`` block, a fenced block that does not hold its JSON answer, a line or a
+#: JSON object of a judged text, an object or a grade in quote marks) is not its grade.
+JUDGE_VERSION = "2.2.0"
 GRADER_ROLE = "grader"
 JUDGE_FAILURE = "JUDGE_FAILURE"
 #: how a judge failure caused by a provider error starts its explanation
@@ -327,6 +338,25 @@ _BLOCKS = tuple(
 #: grader's own words (a reply ``agrees`` judged by ``agrees``) and holds no JSON grade
 MIN_ECHO = 8
 _DECODER = json.JSONDecoder()
+#: the quote marks a grader quotes with: each opening mark and its closing one
+QUOTE_MARKS = {
+    '"': '"', "'": "'", "\u201c": "\u201d", "\u2018": "\u2019", "\u201e": "\u201c",
+    "\u00ab": "\u00bb",
+}
+#: a Markdown block quote: each line that starts with ``>``
+_BLOCK_QUOTE = re.compile(r"^[ \t]*>[^\n]*", re.MULTILINE)
+#: a fenced block (``` or ~~~) to its closing fence, or to the end of an unclosed one
+_FENCE = re.compile(
+    r"^[ \t]*(`{3,}|~{3,})[^\n]*\n(.*?)(?:^[ \t]*\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL
+)
+#: a quotation within one line: in double or typographic quote marks, or in single ones that
+#: are not apostrophes (``it's`` opens nothing)
+_INLINE_QUOTE = re.compile(
+    r"""(?<!\w)"[^"\n]*"(?!\w)|(?<!\w)'[^'\n]*'(?!\w)"""
+    "|\u201c[^\u201d\n]*\u201d|\u2018[^\u2019\n]*\u2019|\u201e[^\u201c\n]*\u201c"
+    "|\u00ab[^\u00bb\n]*\u00bb"
+)
+_WORD = re.compile(r"\w")
 
 
 def quote(tag: str, text: str) -> str:
@@ -335,16 +365,39 @@ def quote(tag: str, text: str) -> str:
     return f"<{tag}>\n{html.escape(str(text), quote=False)}\n</{tag}>"
 
 
+def _forms(text: str) -> tuple[str, ...]:
+    """A judged text as a grader may echo it: as given, HTML-escaped (as quoted in the prompt)
+    and with its HTML escapes decoded."""
+    text = str(text)
+    return text, html.escape(text, quote=False), html.unescape(text)
+
+
 def echo_forms(judged: Iterable[str]) -> list[str]:
-    """Each judged text as a grader may echo it: as given, HTML-escaped (as quoted in the
-    prompt) and with its HTML escapes decoded; stripped, at least :data:`MIN_ECHO` characters,
-    longest first."""
-    forms = set()
-    for text in judged:
-        for form in (str(text), html.escape(str(text), quote=False), html.unescape(str(text))):
-            if len(form.strip()) >= MIN_ECHO:
-                forms.add(form.strip())
+    """Each judged text as a grader may echo it (as given, HTML-escaped, decoded); stripped, at
+    least :data:`MIN_ECHO` characters, longest first."""
+    forms = {f.strip() for text in judged for f in _forms(text) if len(f.strip()) >= MIN_ECHO}
     return sorted(forms, key=lambda f: (-len(f), f))
+
+
+def _bare_line(line: str) -> str:
+    """A line without its indentation and the quote marks around it."""
+    line = line.strip()
+    while len(line) > 1 and QUOTE_MARKS.get(line[0]) == line[-1]:
+        line = line[1:-1].strip()
+    return line
+
+
+def judged_lines(judged: Iterable[str]) -> set[str]:
+    """Each line of the judged texts (every form of :func:`_forms`), as :func:`_bare_line`
+    leaves it, of at least :data:`MIN_ECHO` characters: a reply line that is one of them is
+    the grader quoting that line."""
+    return {
+        bare
+        for text in judged
+        for form in _forms(text)
+        for line in form.splitlines()
+        if len(bare := _bare_line(line)) >= MIN_ECHO
+    }
 
 
 def _quoted_spans(text: str) -> list[tuple[int, int]]:
@@ -365,27 +418,39 @@ def _quoted_spans(text: str) -> list[tuple[int, int]]:
     return merged
 
 
+def _fence(match: re.Match[str]) -> str:
+    """A fenced block kept when it holds the grader's JSON answer (it starts with ``{``);
+    any other fenced block is a quotation."""
+    return match.group(0) if match.group(2).lstrip().startswith("{") else "\n"
+
+
 def grader_text(reply: str, judged: Iterable[str] = ()) -> str:
-    """The grader's own words: its reply without any verbatim echo of the ``judged`` texts
-    (:func:`echo_forms`), then without our quoted blocks, each from its first opening tag to its
-    last closing tag: a closing tag inside an echoed text (its escapes decoded) cannot end the
-    block early and leave what follows it, a planted grade, outside."""
+    """The grader's own words: its reply without what it quotes.
+
+    Removed, in order: every verbatim echo of the ``judged`` texts (:func:`echo_forms`); our
+    quoted blocks, each from its first opening tag to its last closing tag (a closing tag inside
+    an echoed text, its escapes decoded, cannot end the block early and leave what follows it,
+    a planted grade, outside); each fenced block that does not hold the grader's JSON answer
+    (one that starts with ``{`` is kept); each Markdown block-quote line (``> ...``); each line
+    that is a line of a judged text (:func:`judged_lines`, in quote marks or not). A JSON object
+    or a grade the grader quotes inline is left to :func:`own_answer`."""
+    judged = [str(t) for t in judged]
     for form in echo_forms(judged):
         reply = reply.replace(form, " ")
     out, at = [], 0
     for start, end in _quoted_spans(reply):
         out += [reply[at:start], " "]
         at = end
-    return "".join(out) + reply[at:]
+    reply = "".join(out) + reply[at:]
+    reply = _BLOCK_QUOTE.sub("", _FENCE.sub(_fence, reply))
+    lines = judged_lines(judged)
+    if lines:
+        reply = "\n".join("" if _bare_line(line) in lines else line for line in reply.split("\n"))
+    return reply
 
 
-def final_object(text: str) -> tuple[bool, dict[str, Any] | None]:
-    """(whether ``text`` holds a JSON object, its final answer object or None).
-
-    The final answer is the last top-level JSON object, standing on its own: the braces before
-    it balance (it is not inside a broken object, as an echoed grade inside a reason with
-    unescaped quotes would be) and no brace follows it. Anything else is unreadable (None).
-    """
+def _objects(text: str) -> list[tuple[Any, int, int]]:
+    """Each top-level JSON object of ``text`` that decodes: (value, start, end)."""
     found: list[tuple[Any, int, int]] = []
     i = text.find("{")
     while i >= 0:
@@ -396,17 +461,99 @@ def final_object(text: str) -> tuple[bool, dict[str, Any] | None]:
             continue
         found.append((obj, i, end))
         i = text.find("{", end)
+    return found
+
+
+def _canonical(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False).casefold()
+
+
+def _dicts(obj: Any) -> Iterable[Any]:
+    """``obj`` and every object nested in it."""
+    if isinstance(obj, dict):
+        yield obj
+        for v in obj.values():
+            yield from _dicts(v)
+    elif isinstance(obj, list):
+        for v in obj:
+            yield from _dicts(v)
+
+
+def judged_objects(judged: Iterable[str]) -> set[str]:
+    """Every JSON object written in the judged texts (nested ones too, in every form of
+    :func:`_forms`), canonical (keys sorted, case folded): an object of the reply equal to one
+    of them is the grader quoting it, however it spaced it."""
+    return {
+        _canonical(d)
+        for text in judged
+        for form in _forms(text)
+        for obj, _, _ in _objects(form)
+        for d in _dicts(obj)
+    }
+
+
+def _in_quote_marks(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` stands between a pair of quote marks (``"{...}"``) and the
+    reply has words of its own outside them (a reply that is only a quotation is its own)."""
+    before = text[:start].rstrip()
+    after = text[end:].lstrip()
+    if not before or not after or QUOTE_MARKS.get(before[-1]) != after[0]:
+        return False
+    return bool(_WORD.search(before[:-1] + " " + after[1:]))
+
+
+def own_answer(body: str, judged: Iterable[str] = ()) -> tuple[bool, dict[str, Any] | None, str]:
+    """(whether the grader's words hold a JSON object, its final answer object or None, its
+    words without the objects it quotes) of ``body``, the reply as :func:`grader_text` leaves
+    it.
+
+    An object the grader quotes is not its answer: one equal to an object of the judged texts
+    (:func:`judged_objects`), or one between quote marks beside words of its own. Its final
+    answer is its last other object, standing on its own: the braces before it balance (it is
+    not inside a broken object, as an echoed grade inside a reason with unescaped quotes would
+    be) and no brace follows it (the quoted objects' braces not counted). When every object is
+    a quotation, the reply holds an object of its own only if a brace is left (a broken one:
+    unreadable); else it has none, and a bare grade may be read from the words left.
+    """
+    found = _objects(body)
     if not found:
-        return False, None
-    obj, start, end = found[-1]
-    before, after = text[:start], text[end:]
+        return False, None, body
+    planted = judged_objects(judged)
+    own, rest = [], body
+    for obj, start, end in found:
+        if _canonical(obj) in planted or _in_quote_marks(body, start, end):
+            rest = rest[:start] + " " * (end - start) + rest[end:]
+        else:
+            own.append((obj, start, end))
+    if not own:
+        return "{" in rest or "}" in rest, None, rest
+    obj, start, end = own[-1]
+    before, after = rest[:start], rest[end:]
     if before.count("{") != before.count("}") or "{" in after or "}" in after:
-        return True, None
-    return True, obj if isinstance(obj, dict) else None
+        return True, None, rest
+    return True, obj if isinstance(obj, dict) else None, rest
+
+
+def final_object(text: str, judged: Iterable[str] = ()) -> tuple[bool, dict[str, Any] | None]:
+    """(whether ``text`` holds a JSON object of the grader's, its final answer object or None):
+    :func:`own_answer` without the words left."""
+    has_object, obj, _ = own_answer(text, judged)
+    return has_object, obj
 
 
 def _one_grade_line(pattern: re.Pattern[str], text: str) -> str | None:
-    hits = pattern.findall(text)
+    """The one grade ``pattern`` finds in ``text`` outside quote marks (a grade the grader
+    quotes, ``It says "Rating: 5"``, is not its own; a reply that is only a quotation is), or
+    None when it finds none or several."""
+    quotes = [m.span() for m in _INLINE_QUOTE.finditer(text)]
+    outside = _INLINE_QUOTE.sub(" ", text)
+    if not _WORD.search(outside):
+        quotes = []
+    hits = [
+        m.group(1)
+        for m in pattern.finditer(text)
+        if not any(a <= m.start() and m.end() <= b for a, b in quotes)
+    ]
     return hits[0] if len(hits) == 1 else None
 
 
@@ -519,7 +666,7 @@ FIX_RATING = _FIX + '{"rating": <1-5>, "reason": "..."}'
 FIX_PAIRED = _FIX + '{"edited": "A" or "B", "reason": "..."}'
 
 _RATING_LINE = re.compile(r"\brating\W{0,5}([1-5])\b", re.IGNORECASE)
-_EDITED_LINE = re.compile(r"\bedited\W{0,5}\b([AB])\b")
+_EDITED_LINE = re.compile(r"\b(?i:edited)\W{0,5}\b([AB])\b")  # "Edited: A", not "edited a"
 
 
 def rate_prompt(title: str, abstract: str) -> str:
@@ -543,9 +690,9 @@ def paired_prompt(a: tuple[str, str], b: tuple[str, str]) -> str:
 def parse_rating(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | None:
     """The grader's rating: the JSON object ending its reply, else its one ``Rating: N``
     (``judged``: the texts it was given, whose echoes are not its words)."""
-    body = grader_text(text, judged)
-    has_object, obj = final_object(body)
-    rating = (obj or {}).get("rating") if has_object else _one_grade_line(_RATING_LINE, body)
+    judged = tuple(judged)
+    has_object, obj, words = own_answer(grader_text(text, judged), judged)
+    rating = (obj or {}).get("rating") if has_object else _one_grade_line(_RATING_LINE, words)
     try:
         rating = int(rating)  # type: ignore[arg-type]
     except (TypeError, ValueError):
@@ -556,11 +703,11 @@ def parse_rating(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | None
 
 
 def parse_edited(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | None:
-    """The grader's pick: the JSON object ending its reply, else its one ``Edited: A``
+    """The grader's pick: the JSON object ending its reply, else its one ``edited: A``
     (``judged``: the texts it was given, whose echoes are not its words)."""
-    body = grader_text(text, judged)
-    has_object, obj = final_object(body)
-    choice = (obj or {}).get("edited") if has_object else _one_grade_line(_EDITED_LINE, body)
+    judged = tuple(judged)
+    has_object, obj, words = own_answer(grader_text(text, judged), judged)
+    choice = (obj or {}).get("edited") if has_object else _one_grade_line(_EDITED_LINE, words)
     choice = str(choice).strip().upper() if choice is not None else None
     if choice not in ("A", "B"):
         return None
@@ -791,9 +938,9 @@ def parse_agreement(text: str, judged: Iterable[str] = ()) -> dict[str, Any] | N
     """The grader's verdict: the JSON object ending its reply, else a reply that is only the
     verdict (``contradicts.``) (``judged``: the texts it was given, whose echoes are not its
     words)."""
-    body = grader_text(text, judged)
-    has_object, obj = final_object(body)
-    verdict = str((obj or {}).get("verdict", "")) if has_object else body
+    judged = tuple(judged)
+    has_object, obj, words = own_answer(grader_text(text, judged), judged)
+    verdict = str((obj or {}).get("verdict", "")) if has_object else words
     verdict = verdict.strip().lower().strip(".!*\"' ")
     if verdict in AGREEMENT:
         return {"verdict": verdict, "reason": str((obj or {}).get("reason", "")).strip()}

@@ -10,7 +10,12 @@ Methods in 4 (never the Introduction). A model's rewrite is accepted only when
 4. the edit stays small: results and conclusions together change by at most
    ``max_outcome_change``, the title by at most ``max_title_change`` (difflib ratios);
 5. the grader (``--model-role grader=...``), given the rewrite as the study gave abstracts to
-   its models, classifies it as the inverted label: the flip is verified, not assumed.
+   its models, classifies it as the inverted label: the flip is verified, not assumed. Its
+   label is read by the study's own strict rule (the reply, stripped, is exactly a label), so
+   its verdict is its whole reply: a reply that gives a label and quotes anything (the other
+   label the rewrite plants, in a ``>`` line, quote marks or a fenced block) is ``INVALID``,
+   and the rewrite is rejected (``grader_disagrees``); a label the grader quotes is never read
+   as its verdict, and never accepts a rewrite.
 
 A provider failure (builder or grader) is an ``error``, counted apart from rejections. The
 scorer writes nothing: the accepted rewrite's ``trials.csv`` row travels in the score's

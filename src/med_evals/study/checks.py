@@ -12,6 +12,12 @@
   Inspect's reducers would reduce a study's label scores wrongly, silently.
 - ``--model vllm/<name>`` with no server URL and no vLLM installed to start one stops with one
   line saying how to give either (:func:`med_evals.models.providers.vllm_server_problem`).
+- A served model whose server does not answer stops the run within seconds, one line
+  (:func:`reach_problem`): ``inspect eval`` on a server not there (a refused connection, an
+  unknown host) printed its header and then nothing for minutes, Inspect retrying without end.
+  The model under evaluation is probed (when the task calls it) and each bound role the task
+  reads (its graders), each server once (:mod:`med_evals.models.reach`: only a URL the user
+  gave; never ``mockllm/``, ``replay/``, ``embedded/``); ``MED_EVALS_SKIP_PROBE=1`` skips it.
 - A model role that no scorer or solver of the task reads (``--model-role gradr_2=...``) stops
   the run with one line naming the closest role the task reads (:func:`role_problem`): Inspect
   binds any role name and says nothing when no code asks for it, so a misspelt grader ran a
@@ -46,11 +52,12 @@ from click.core import ParameterSource
 from inspect_ai.dataset import Sample
 from inspect_ai.hooks import Hooks, RunEnd, hooks
 from inspect_ai.log import EvalLog
-from inspect_ai.model import Model, model_roles
+from inspect_ai.model import Model, ModelName, model_roles
 
 from med_evals.inspect_internals.compat import InputError, active_model
 from med_evals.logs.files import scheme
 from med_evals.models.providers import vllm_server_problem
+from med_evals.models.reach import SKIP_PROBE, probe_skipped, served_url, unreachable
 from med_evals.models.replay import check_covers
 from med_evals.outputs.files import not_a_folder
 from med_evals.scorers.judges import GRADER_ROLE, grader_number
@@ -96,11 +103,47 @@ def before_run(
                or epochs_reducer_problem(task, reducer) or role_problem(task, roles))
     if problem is None and model_called:
         problem = vllm_server_problem(active_model())
+    if problem is None:
+        problem = reach_problem(task, model_called, roles)
     if problem is not None:
         raise InputError(problem)
     if model_called:
         check_covers(task, [str(s.id) for s in samples])
     _register_no_sample_notice()
+
+
+def _served(model_called: bool, roles: Roles) -> list[tuple[str, Model]]:
+    """The models a run will send requests to, each with the flag that named it: the model under
+    evaluation (when the task calls it), then each bound role the task reads."""
+    out = []
+    model = active_model()
+    if model_called and model is not None:
+        out.append((f"--model {model}", model))
+    for role, bound in model_roles().items():
+        if roles.reads(role):
+            out += [(f"--model-role {role}={m}", m)
+                    for m in (bound if isinstance(bound, list) else [bound])]
+    return out
+
+
+def reach_problem(task: str, model_called: bool = True, roles: Roles = NO_ROLES) -> str | None:
+    """``<task>: --model <model>: cannot reach <url> (connection refused); nothing was run ...``
+    for the first served model of the run whose server does not answer
+    (:func:`med_evals.models.reach.unreachable`), or None. Each server is probed once; none with
+    ``MED_EVALS_SKIP_PROBE=1``."""
+    urls: dict[str, str] = {}  # url -> the flag of its first model
+    for shown, model in _served(model_called, roles):
+        url = served_url(model.api, ModelName(model).api)
+        if url is not None:
+            urls.setdefault(url, shown)
+    if not urls or probe_skipped():
+        return None
+    for url, shown in urls.items():
+        why = unreachable(url)
+        if why:
+            return (f"{task}: {shown}: cannot reach {url} ({why}); nothing was run "
+                    f"({SKIP_PROBE}=1 runs without this check)")
+    return None
 
 
 def _bound(model: Model | list[Model]) -> str:

@@ -59,10 +59,11 @@ def abstention_table(doc: Document, study: Study, groups: Sequence[Group]) -> No
                       for name, labels in by_set.items() if labels)
     doc.table(
         rows,
-        f"Abstention (abstaining: {named}): coverage = committed replies (a label that is not "
-        "an abstention) over all samples; selective accuracy over the committed replies; "
-        "abstention recall over the samples whose gold label is an abstention; over-abstention "
-        "over the samples whose gold label is committed; a reply without a label counts as "
-        "neither committed nor abstaining (docs/numbers.md, Abstention)",
+        f"Abstention (abstaining: {named})",
         keys=2 if any("condition" in r for r in rows) else 1,
+        note="Coverage = committed replies (a label that is not an abstention) over all "
+        "samples; selective accuracy over the committed replies; abstention recall over the "
+        "samples whose gold label is an abstention; over-abstention over the samples whose gold "
+        "label is committed; a reply without a label counts as neither committed nor "
+        "abstaining (docs/numbers.md, Abstention).",
     )

@@ -172,8 +172,8 @@ def flip_table(ctx: Any, study: Study, groups: Sequence[Group],
         f"{g.label}: {sum(r[f'{g.label}: flipped'] is True for r in rows)}" for g in runs)
     ctx.doc.table(
         rows[:limit],
-        f"Per trial: each run's prediction under {a} and {b} and whether it flipped (— : the "
-        f"trial is not valid in both, left out of the flip rate, or not run); flips {flips}; "
-        f"{len(rows)} trials, {shown(len(rows), limit)}",
+        f"Per trial: each run's prediction under {a} and {b} and whether it flipped",
         keys=3,
+        note=f"— : the trial is not valid in both, left out of the flip rate, or not run. "
+        f"Flips: {flips}; {len(rows)} trials, {shown(len(rows), limit)}.",
     )

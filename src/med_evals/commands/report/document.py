@@ -2,7 +2,13 @@
 
 Every missing value prints as one mark, :data:`MISSING`. A table wider than
 :data:`MAX_COLUMNS` is split into parts that repeat its key columns, and the HTML wraps long
-cell text, so every table fits a 1,280-pixel page.
+cell text, so every table fits a 1,280-pixel page. A table has a short caption (what it is)
+above it and, below it, a note (how its numbers are made) where it needs one.
+
+A cell a formatting function writes from numbers (:func:`fmt_ci`, :func:`fmt_interval`) is a
+:class:`Shown`: the text every rendering prints, holding the numbers it was written from, which
+the CSV export writes as numbers, in full precision and one column each
+(:mod:`med_evals.commands.report.exports`).
 
 Every text of every block (headings, paragraphs, captions, column names, cells) is escaped when
 it is rendered, whoever wrote it (a model name from a log or a sentence of ours):
@@ -62,6 +68,53 @@ def cell_html(text: str) -> str:
     for sep in ("_", "/", "="):
         out = out.replace(sep, sep + "<wbr>")
     return out
+
+
+class Shown(str):
+    """A cell's text as the report prints it (it *is* that ``str``), holding the numbers it was
+    written from: ``parts``, each (a CSV column name, its value), the name a template in which
+    ``{}`` stands for the cell's column (``"{} low"``: ``Accuracy (95% CI) low``); a part
+    named ``"{}"`` is the column itself. The CSV export writes the parts, the other renderings
+    the text."""
+
+    parts: tuple[tuple[str, Any], ...]
+
+    def __new__(cls, text: str, parts: Sequence[tuple[str, Any]]) -> Shown:
+        self = super().__new__(cls, text)
+        self.parts = tuple(parts)
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle: the text and its parts
+        return Shown, (str(self), self.parts)
+
+
+def shown_number(text: str, value: Any) -> Shown:
+    """``text``, a number as printed (``33.3``), standing for ``value`` in full
+    (``33.33333333333333``)."""
+    return Shown(text, [("{}", value)])
+
+
+def shown_interval(text: str, value: Any, interval: Sequence[float] | None) -> Shown:
+    """``text`` standing for ``value`` (None: no point value, the interval alone) and its
+    interval's bounds, in columns ``<column> low`` and ``<column> high``."""
+    lo, hi = interval if interval is not None else (None, None)
+    parts = [] if value is None else [("{}", value)]
+    return Shown(text, [*parts, ("{} low", lo), ("{} high", hi)])
+
+
+#: a published interval as the papers print it: ``0.67 (0.61-0.73)``
+_NUM = r"\s*([-+]?(?:\d+\.?\d*|\.\d+))\s*"
+_PRINTED_CI = re.compile(rf"{_NUM}\({_NUM}[-–]{_NUM}\)\s*")
+
+
+def printed_interval(value: Any) -> Any:
+    """A published cell ``0.67 (0.61-0.73)`` as a :class:`Shown` of its three numbers (the
+    CSV's value, low and high columns); any other value as it is."""
+    m = _PRINTED_CI.fullmatch(value) if isinstance(value, str) else None
+    if m is None:
+        return value
+    x, lo, hi = (float(g) for g in m.groups())
+    return shown_interval(value, x, (lo, hi))
 
 
 @dataclass(frozen=True)
@@ -164,16 +217,17 @@ def fmt_ci(value: float, interval: Sequence[float], digits: int = 2) -> str:
         return MISSING
     lo, hi = interval
     if is_missing(lo) or is_missing(hi):
-        return fmt(value, digits)
-    return f"{value:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})"
+        return shown_interval(fmt(value, digits), value, None)
+    return shown_interval(f"{value:.{digits}f} ({lo:.{digits}f}-{hi:.{digits}f})", value,
+                          (lo, hi))
 
 
 def fmt_interval(interval: Sequence[float], digits: int = 2) -> str:
-    """``0.55-0.69``, or :data:`MISSING`."""
+    """``0.55-0.69`` (a :class:`Shown` of its bounds), or :data:`MISSING`."""
     lo, hi = interval
     if is_missing(lo) or is_missing(hi):
         return MISSING
-    return f"{lo:.{digits}f}-{hi:.{digits}f}"
+    return shown_interval(f"{lo:.{digits}f}-{hi:.{digits}f}", None, (lo, hi))
 
 
 def split_columns(cols: list[str], keys: int, max_columns: int = MAX_COLUMNS) -> list[list[str]]:
@@ -189,10 +243,13 @@ def split_columns(cols: list[str], keys: int, max_columns: int = MAX_COLUMNS) ->
 class Table:
     """A table as it was given, whole (its rows, every column): what its exports hold
     (:mod:`med_evals.commands.report.exports`); report.md and report.html show it in parts when
-    wide."""
+    wide. ``caption``: what the table is, a short title; ``note``: how its numbers are made,
+    printed below it; ``keys``: how many first columns name a row (repeated in each part)."""
 
     rows: list[dict[str, Any]]
     caption: str
+    note: str = ""
+    keys: int = 1
 
 
 @dataclass
@@ -201,7 +258,8 @@ class Document:
     blocks: list[tuple[Any, ...]] = field(default_factory=list)
     #: every table given, whole, in order
     tables: list[Table] = field(default_factory=list)
-    #: each table part's block and the index of its table in :attr:`tables`
+    #: each table part's block (and its note's, after the last part) and the index of its table
+    #: in :attr:`tables`
     parts: list[tuple[tuple[Any, ...], int]] = field(default_factory=list)
 
     def h2(self, text: str) -> None:
@@ -214,26 +272,33 @@ class Document:
         self.blocks.append((kind, text))
 
     def table(
-        self, rows: list[dict[str, Any]], caption: str = "", keys: int = 1, empty: str = ""
+        self, rows: list[dict[str, Any]], caption: str = "", keys: int = 1, empty: str = "",
+        note: str = "",
     ) -> None:
-        """A table (split into parts repeating the first ``keys`` columns when wide); with no
-        rows, the ``empty`` note instead (nothing when it is empty)."""
+        """A table (split into parts repeating the first ``keys`` columns when wide) under its
+        ``caption``, its ``note`` below it (below its last part); with no rows, the ``empty``
+        note instead (nothing when it is empty)."""
         if not rows:
             if empty:
                 self.p(f"{caption}: {empty}" if caption else empty, "note")
             return
         cols = list(dict.fromkeys(c for r in rows for c in r))
         whole = [{c: r.get(c) for c in cols} for r in rows]
-        self.tables.append(Table(whole, caption))
+        self.tables.append(Table(whole, caption, note.strip(), keys))
         parts = split_columns(cols, keys)
         for i, part in enumerate(parts):
             cap = caption if len(parts) == 1 else f"{caption} (part {i + 1} of {len(parts)})"
             block = ("table", [{c: r.get(c) for c in part} for r in rows], cap)
             self.blocks.append(block)
             self.parts.append((block, len(self.tables) - 1))
+        if note.strip():  # below the last part, one of the table's blocks
+            below = ("note", note.strip())
+            self.blocks.append(below)
+            self.parts.append((below, len(self.tables) - 1))
 
     def table_of(self, block: tuple[Any, ...]) -> int | None:
-        """The index in :attr:`tables` of the table a block is a part of (None: not one)."""
+        """The index in :attr:`tables` of the table a block is a part (or the note) of (None:
+        not one)."""
         return next((i for b, i in self.parts if b is block), None)
 
     def links(self, text: str, links: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
@@ -315,6 +380,7 @@ class Document:
                 parts.append(
                     f"<table>{cap}<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 )
+
             elif kind == "links":
                 links = " · ".join(
                     f'<a href="{html_text(quote(u, safe=_URL_SAFE))}">{html_text(t)}</a>'

@@ -205,8 +205,9 @@ def section(doc: Document, judges: Sequence[Judged], prices: Prices | None = Non
                   keys=2)
         agreement = [row for j, n in zip(mine, numbers, strict=True)
                      if (row := agreement_row(j, n)) is not None]
-        doc.table(agreement, f"{scorer}: agreement between the graders (kappa: Cohen's for two "
-                  "graders, Fleiss' for more; alpha: Krippendorff's)", keys=1,
-                  empty="one grader per run: no agreement between graders to measure")
+        doc.table(agreement, f"{scorer}: agreement between the graders", keys=1,
+                  empty="one grader per run: no agreement between graders to measure",
+                  note="kappa: Cohen's for two graders, Fleiss' for more; alpha: "
+                  "Krippendorff's.")
         doc.table([r for j in mine for r in grader_cost_rows(j, prices)],
                   f"{scorer}: each grader's model, tokens and cost", keys=3)

@@ -19,7 +19,7 @@ from med_evals.commands.report import figures
 from med_evals.commands.report.abstention import METRIC as ABSTENTION
 from med_evals.commands.report.abstention import abstention_table
 from med_evals.commands.report.context import Context
-from med_evals.commands.report.document import is_missing
+from med_evals.commands.report.document import is_missing, shown_number
 from med_evals.commands.report.prompt_spread import spread_section
 from med_evals.commands.report.tables import (
     headline_block,
@@ -55,8 +55,9 @@ OTHER_BSC = "BERTScore F1 (%), other encoder"
 
 
 def pct(x: float) -> str | None:
-    """A share as a percentage with one decimal, as the paper prints it (None: missing)."""
-    return None if is_missing(x) else f"{100 * x:.1f}"
+    """A share as a percentage with one decimal, as the paper prints it (None: missing); the
+    CSV export has the percentage in full."""
+    return None if is_missing(x) else shown_number(f"{100 * x:.1f}", 100 * x)
 
 
 def encoder_of(group: Group) -> tuple[str, bool]:
@@ -120,10 +121,12 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         })
     doc.table(
         t2,
-        "Table 2 (ours): accuracy and macro-F1 over all samples (%), ROUGE-L and BERTScore F1 "
-        "over replies with a reference (%); BERTScore only in the paper's column when computed "
-        "with roberta-large, layer 17, not rescaled"
-        + ("; (published) rows: the paper's Table 2 (theirs)" if t2_pub is not None else ""),
+        "Table 2 (ours): accuracy, macro-F1, ROUGE-L and BERTScore F1 (%)",
+        note="Accuracy and macro-F1 over all samples, ROUGE-L and BERTScore F1 over replies "
+        "with a reference; BERTScore only in the paper's column when computed with "
+        "roberta-large, layer 17, not rescaled"
+        + ("; (published) rows: the paper's Table 2 (theirs)" if t2_pub is not None else "")
+        + ".",
     )
     distinct = sorted(set(gold.values()))
     for counts in distinct:
@@ -135,8 +138,9 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         name = "gold (published)" if rec["model"] == "gold" else f"{rec['model']} (published)"
         t3.append({"run": name, **dict(zip(labels, (rec["supported"], rec["refuted"], rec["nei"]),
                                             strict=True))})
-    doc.table(t3, "Table 3 (ours): predicted-label counts beside the gold counts"
-              + ("; (published) rows: the paper's Table 3 (theirs)" if t3_pub is not None else ""))
+    doc.table(t3, "Table 3 (ours): predicted-label counts beside the gold counts",
+              note="(published) rows: the paper's Table 3 (theirs)." if t3_pub is not None
+              else "")
     doc.table(t5, "Table 5 (ours): replies mentioning evidence terms")
     _by_category(ctx, study, groups, labels)
     metric_set_table(doc, study, groups, SHOWN, LEFT_OUT)

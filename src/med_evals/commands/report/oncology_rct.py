@@ -17,7 +17,13 @@ import pandas as pd
 
 from med_evals.commands.report import differences, figures
 from med_evals.commands.report.context import Context
-from med_evals.commands.report.document import fmt_ci, fmt_interval
+from med_evals.commands.report.document import (
+    Shown,
+    fmt_ci,
+    fmt_interval,
+    printed_interval,
+    shown_number,
+)
 from med_evals.commands.report.tables import (
     headline_block,
     metric_set_table,
@@ -69,13 +75,6 @@ def section(ctx: Context, study: Study, groups: Sequence[Group]) -> None:
         for g in groups
         for c, vals in g.conditions().items()
     }
-    doc.p(
-        "Accuracy, sensitivity, specificity and F1 are over valid predictions (a reply that is "
-        "exactly POSITIVE or NEGATIVE after trimming), with the study's 95% Wald intervals "
-        "(z = 1.96, clipped); Wilson intervals in the second table; the valid rate is over all "
-        "samples. — marks a value that does not exist (no valid prediction, or not run).",
-        "note",
-    )
     _table1(ctx, study, groups, conds, head, summ)
     _figures(ctx, groups, conds, head, summ)
     _falls(ctx, groups, head)
@@ -105,7 +104,8 @@ def _table1(
             main.append({
                 "condition": c,
                 "run": g.label,
-                "Valid predictions (%)": f"{100 * h['valid_rate']:.1f}",
+                "Valid predictions (%)": shown_number(f"{100 * h['valid_rate']:.1f}",
+                                                      100 * h["valid_rate"]),
                 "Accuracy (95% CI)": fmt_ci(h["accuracy_valid"], st["accuracy_wald"]),
                 "Sensitivity (95% CI)": fmt_ci(st["sensitivity"], st["sensitivity_wald"]),
                 "Specificity (95% CI)": fmt_ci(st["specificity"], st["specificity_wald"]),
@@ -129,7 +129,8 @@ def _table1(
                 "invalid": s["n_invalid"],
                 "error": s["n_error"],
                 "exact case": s["n_exact_case"],
-                "TP/FN/FP/TN": f"{st['tp']}/{st['fn']}/{st['fp']}/{st['tn']}",
+                "TP/FN/FP/TN": Shown(f"{st['tp']}/{st['fn']}/{st['fp']}/{st['tn']}",
+                                     [(k.upper(), st[k]) for k in ("tp", "fn", "fp", "tn")]),
             })
         if pub is not None:
             for rec in pub.to_dict("records"):
@@ -137,15 +138,21 @@ def _table1(
                     main.append({
                         "condition": c,
                         "run": f"{rec['Model']} (published)",
-                        **{k: v for k, v in rec.items() if k not in ("Condition", "Model")},
+                        **{k: printed_interval(v) for k, v in rec.items()
+                           if k not in ("Condition", "Model")},
                     })
-    caption = "Table 1 (ours): condition × run, the study's layout"
+    note = ("Accuracy, sensitivity, specificity and F1 are over valid predictions (a reply that "
+            "is exactly POSITIVE or NEGATIVE after trimming), with the study's 95% Wald "
+            "intervals (z = 1.96, clipped); Wilson intervals in the next table; the valid rate "
+            "is over all samples. — marks a value that does not exist (no valid prediction, or "
+            "not run).")
     if pub is not None:
-        caption += (
-            "; rows marked (published) are the study's own Table 1 (theirs: GPT-5.2, Gemini 3 "
-            "Flash, Claude Opus 4.5), for the conditions these runs have"
+        note += (
+            " Rows marked (published) are the study's own Table 1 (theirs: GPT-5.2, Gemini 3 "
+            "Flash, Claude Opus 4.5), for the conditions these runs have."
         )
-    ctx.doc.table(main, caption, keys=2)
+    ctx.doc.table(main, "Table 1 (ours): condition × run, the study's layout", keys=2,
+                  note=note)
     ctx.doc.table(wilson, "Table 1, continued: Wilson intervals and F1 of POSITIVE", keys=2)
     ctx.doc.table(counts, "Table 1, continued: counts and confusion cells", keys=2)
 
@@ -234,9 +241,10 @@ def _flips(ctx: Context, groups: Sequence[Group]) -> None:
                 "95% Wilson, all paired": fmt_interval(fr["all_paired"]["wilson"]),
                 "trials paired": fr["all_paired"]["n"],
             })
-    ctx.doc.table(rows, "Flip rates: share of trials (valid in both conditions) whose "
+    ctx.doc.table(rows, "Flip rates between paired conditions", keys=2,
+                  note="Flip rate: the share of trials (valid in both conditions) whose "
                   "prediction differs; all paired (ours): every trial with a reply in both, "
-                  "INVALID an outcome of its own", keys=2)
+                  "INVALID an outcome of its own.")
 
 
 def _identifier_pull(
@@ -270,8 +278,8 @@ def _identifier_pull(
         rows.append(row)
     ctx.doc.table(
         rows,
-        "Identifier pull: counterfactual (cf) vs counterfactual with the real DOI, paired by "
-        "trial (accuracy and sensitivity over valid predictions)",
+        "Identifier pull: counterfactual (cf) vs counterfactual with the real DOI",
+        note="Paired by trial; accuracy and sensitivity over valid predictions.",
     )
 
 

@@ -130,15 +130,15 @@ def spread_section(doc: Document, study: Study, groups: Sequence[Group]) -> None
         return
     doc.table(
         rows,
-        "Prompt spread: each run's headline numbers under each prompt template of the paper's "
-        f"Table 7 (-T prompt=all) and their {SPREAD} (ours)",
+        "Prompt spread: each run's headline numbers under each prompt template",
         keys=2,
+        note=f"The templates of the paper's Table 7 (-T prompt=all); {SPREAD}: ours.",
     )
     h = study.headline[0]
     doc.table(
         ranking_rows(study, groups),
-        f"Rank of each run by {h.display} under each template (1: the highest; = a tie; the "
-        "order of the point estimates, ours: whether two runs can be told apart is in the "
-        "paired comparisons)",
+        f"Rank of each run by {h.display} under each template",
+        note="1: the highest; = a tie; the order of the point estimates (ours): whether two "
+        "runs can be told apart is in the paired comparisons.",
     )
     doc.p(ranking_line(study, groups), "note")

@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from med_evals.commands.report.document import MISSING, Document, fmt_interval, is_missing
+from med_evals.commands.report.document import (
+    MISSING,
+    Document,
+    Shown,
+    fmt_interval,
+    is_missing,
+    shown_interval,
+)
 from med_evals.logs.labels import Group, ordered_conditions
 from med_evals.stats.power import z_sum
 from med_evals.stats.standing import (
@@ -31,13 +38,15 @@ from med_evals.study.spec import Study
 
 
 def fmt_diff(d: dict[str, float]) -> str:
-    """``+0.120 (-0.050 to +0.300)`` for a difference with its 95% interval."""
+    """``+0.120 (-0.050 to +0.300)`` for a difference with its 95% interval (a
+    :class:`~med_evals.commands.report.document.Shown` of the three numbers)."""
     if is_missing(d.get("difference")):
         return MISSING
     text = f"{d['difference']:+.3f}"
     if not (is_missing(d.get("lo")) or is_missing(d.get("hi"))):
         text += f" ({d['lo']:+.3f} to {d['hi']:+.3f})"
-    return text
+        return shown_interval(text, d["difference"], (d["lo"], d["hi"]))
+    return shown_interval(text, d["difference"], None)
 
 
 @dataclass
@@ -98,7 +107,7 @@ def not_better_lines(study: Study, conditions: Mapping[str, ConditionStanding],
 
 
 def _method(method: str, over: str, n_boot: int) -> str:
-    return (f"Wilson score interval over the {over}" if method == "Wilson" else
+    return (f"Wilson score interval over {over}" if method == "Wilson" else
             f"95% percentile bootstrap of the headline function ({n_boot} resamples, seed 0)")
 
 
@@ -133,7 +142,7 @@ def interval_tables(doc: Document, study: Study, conditions: Mapping[str, Condit
         for h in study.headline if methods[h.name]
     )
     keys = 2 if with_cond else 1
-    doc.table(plain, f"95% intervals of the headline numbers: {how}", keys=keys)
+    doc.table(plain, "95% intervals of the headline numbers", keys=keys, note=f"{how}.")
     if not plain:
         return
     if study.source is None:
@@ -146,11 +155,12 @@ def interval_tables(doc: Document, study: Study, conditions: Mapping[str, Condit
     elif shared:
         doc.table(
             clustered,
-            f"95% intervals clustered by {study.source} (samples of one {study.source} err "
-            "together): proportions: Wilson's interval at the Korn-Graubard effective sample "
-            "size, Inspect's ci_wilson(cluster=); other numbers: the cluster bootstrap "
-            f"(whole {study.source}s resampled, {n_boot} resamples, seed 0); docs/numbers.md",
+            f"95% intervals clustered by {study.source}",
             keys=keys,
+            note=f"Samples of one {study.source} err together. Proportions: Wilson's interval "
+            "at the Korn-Graubard effective sample size, Inspect's ci_wilson(cluster=); other "
+            f"numbers: the cluster bootstrap (whole {study.source}s resampled, {n_boot} "
+            "resamples, seed 0); docs/numbers.md.",
         )
     else:
         doc.p(
@@ -164,17 +174,24 @@ def interval_tables(doc: Document, study: Study, conditions: Mapping[str, Condit
 DETECTS = "smallest detectable"
 
 
-def detectable_cell(d: Mapping[str, Any]) -> str:
+def detectable_cell(d: Mapping[str, Any]) -> Shown | str:
     """``0.301 (bootstrap se)``, ``0.350 (discordance)``, ``none (too few differ)``, ``no
-    estimate (same on every resample)`` or —."""
+    estimate (same on every resample)`` or —; a
+    :class:`~med_evals.commands.report.document.Shown` of the difference (none where there is
+    no finite one) and, in a column ``<column> how``, the method or why there is none."""
     x = d["difference"]
     if not is_missing(x) and math.isinf(x):  # below the floor, whichever route
-        return "none (never differ)" if d.get("discordant") == 0 else "none (too few differ)"
+        return _detects("none (never differ)" if d.get("discordant") == 0
+                        else "none (too few differ)", None)
     if d.get("se") == 0:
-        return "no estimate (same on every resample)"
+        return _detects("no estimate (same on every resample)", None)
     if is_missing(x):
         return MISSING
-    return f"{x:.3f} ({d['method']})"
+    return _detects(f"{x:.3f} ({d['method']})", x, d["method"])
+
+
+def _detects(text: str, x: float | None, how: str | None = None) -> Shown:
+    return Shown(text, [("{}", x), ("{} how", how if how is not None else text)])
 
 
 def _same(a: float, b: float) -> bool:
@@ -196,8 +213,10 @@ def ranking_table(doc: Document, study: Study, groups: Sequence[Group]) -> None:
             if with_cond:
                 row["condition"] = r.condition
             row["rank"] = x.rank
-            row["possible ranks"] = (str(x.best_rank) if x.best_rank == x.worst_rank
-                                     else f"{x.best_rank}-{x.worst_rank}")
+            row["possible ranks"] = Shown(
+                str(x.best_rank) if x.best_rank == x.worst_rank
+                else f"{x.best_rank}-{x.worst_rank}",
+                [("best possible rank", x.best_rank), ("worst possible rank", x.worst_rank)])
             row["run"] = x.run
             row["n shared"] = r.n
             row[f"{primary} (shared samples)"] = x.primary
@@ -208,12 +227,13 @@ def ranking_table(doc: Document, study: Study, groups: Sequence[Group]) -> None:
             rows.append(row)
     doc.table(
         rows,
-        f"Which runs can be told apart, per condition, on the samples all of them scored (same "
-        f"id and target): ranked by {primary} over those samples; every pair compared by "
-        "McNemar's exact test on correctness (an invalid reply wrong), the p-values "
-        "Holm-corrected together (family-wise α = 0.05); possible ranks: from 1 + the runs "
-        "significantly better to k − the runs significantly worse (docs/numbers.md)",
+        "Which runs can be told apart, per condition, on the samples all of them scored (same "
+        "id and target)",
         keys=2 if with_cond else 1,
+        note=f"Ranked by {primary} over those samples; every pair compared by McNemar's exact "
+        "test on correctness (an invalid reply wrong), the p-values Holm-corrected together "
+        "(family-wise α = 0.05); possible ranks: from 1 + the runs significantly better to "
+        "k − the runs significantly worse (docs/numbers.md).",
     )
 
 
@@ -225,13 +245,14 @@ def detect_table(doc: Document, rows: Sequence[dict[str, Any]], keys: int) -> No
     c = z_sum()
     doc.table(
         detects,
-        "What each pair can detect: the smallest true difference of each headline number the "
-        "pair's samples detect with 80% power at α = 0.05 (Miller 2024, arXiv 2411.00640; "
-        "docs/numbers.md). discordance: a share of samples over the same samples in both runs "
-        f"(accuracy over all samples, the valid rate): {c:.2f}·√(q / (n + {c:.2f}²)), q the share "
-        "of paired samples on which the two differ (in being right, in being valid); bootstrap "
-        f"se: any other number (macro-F1; accuracy over valid replies where some are invalid): "
-        f"{c:.2f} × the paired bootstrap's standard error; none: too few samples differ for a "
-        "difference of any size",
+        "What each pair can detect",
         keys=keys,
+        note="The smallest true difference of each headline number the pair's samples detect "
+        "with 80% power at α = 0.05 (Miller 2024, arXiv 2411.00640; docs/numbers.md). "
+        "discordance: a share of samples over the same samples in both runs (accuracy over "
+        f"all samples, the valid rate): {c:.2f}·√(q / (n + {c:.2f}²)), q the share of paired "
+        "samples on which the two differ (in being right, in being valid); bootstrap se: any "
+        "other number (macro-F1; accuracy over valid replies where some are invalid): "
+        f"{c:.2f} × the paired bootstrap's standard error; none: too few samples differ for a "
+        "difference of any size.",
     )

@@ -60,5 +60,7 @@ def section(
     if not rows:
         return
     doc.h2("Summary across studies")
-    doc.table(rows, "Each study's primary headline number per run (and condition), as its "
-              "headline table below shows it", keys=3 if "condition" in rows[0] else 2)
+    doc.table(rows, "Each study's primary headline number per run (and condition)",
+              keys=3 if "condition" in rows[0] else 2,
+              note="As each study's headline table below shows it"
+              + ("; the interval is that table's own." if INTERVAL in rows[0] else "."))

@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from med_evals.commands.report.document import MISSING, Document
+from med_evals.commands.report.document import MISSING, Document, Shown
 from med_evals.commands.report.standing import (
     DETECTS,
     ConditionStanding,
@@ -110,18 +110,18 @@ def headline_table(
     trivial = ""
     if conditions:
         trivial = (
-            "; trivial rows: the same headline function on the same samples, each reply "
+            " Trivial rows: the same headline function on the same samples, each reply "
             "replaced by a constant answer (the majority class, each label) or a uniform "
-            "random one (mean of its draws), every such reply valid; better than trivial: "
+            "random one (mean of its draws), every such reply valid. Better than trivial: "
             f"the run's {primary.display} minus the best constant row's has a 95% paired "
-            f"bootstrap interval ({n_boot} resamples, seed 0) above 0 (docs/numbers.md)"
+            f"bootstrap interval ({n_boot} resamples, seed 0) above 0 (docs/numbers.md)."
         )
     doc.table(
         table,
-        f"Headline numbers, as logged (metric 'headline') and gated by med-evals regress: "
-        f"{over}{trivial}",
+        "Headline numbers, as logged (metric 'headline') and gated by med-evals regress",
         keys=2 if with_cond else 1,
         empty="no run",
+        note=f"{over}.{trivial}",
     )
 
 
@@ -143,7 +143,9 @@ def paired_rows(study: Study, groups: Sequence[Group], n_boot: int) -> list[dict
             row["McNemar exact p"] = "no valid prediction"
             rows.append(row)
             continue
-        row["right only in A / in B"] = f"{test['a_only']} / {test['b_only']}"
+        row["right only in A / in B"] = Shown(
+            f"{test['a_only']} / {test['b_only']}",
+            [("right only in A", test["a_only"]), ("right only in B", test["b_only"])])
         row["McNemar exact p"] = test["p_value"]
         boot = bootstrap_difference(pair.a.headline, pair.va, pair.vb, n_boot=n_boot)
         for h in study.headline:
@@ -163,10 +165,10 @@ def paired_table(doc: Document, study: Study, groups: Sequence[Group], n_boot: i
     keys = 3 if any("condition" in r for r in rows) else 2
     doc.table(
         [{k: v for k, v in r.items() if not k.startswith(DETECTS)} for r in rows],
-        "Paired comparisons between runs on the samples both scored: McNemar's exact test on "
-        f"correctness; headline differences with a 95% paired percentile bootstrap ({n_boot} "
-        "resamples, seed 0) of the headline function",
+        "Paired comparisons between runs on the samples both scored",
         keys=keys,
+        note="McNemar's exact test on correctness; headline differences with a 95% paired "
+        f"percentile bootstrap ({n_boot} resamples, seed 0) of the headline function.",
     )
     detect_table(doc, rows, keys)
 
@@ -284,9 +286,10 @@ def metric_set_table(
     why = "; ".join(f"{name}: {reason}" for name, reason in left_out.items())
     doc.table(
         rows,
-        "Other metrics of the scorer's full set, as a -T metrics=full log names them, computed "
-        "from each run's per-sample values" + (f" (not shown here: {why})" if why else ""),
+        "Other metrics of the scorer's full set",
         keys=2 if any("condition" in r for r in rows) else 1,
+        note="As a -T metrics=full log names them, computed from each run's per-sample values"
+        + (f"; not shown here: {why}" if why else "") + ".",
     )
 
 
