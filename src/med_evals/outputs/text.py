@@ -11,7 +11,8 @@ Nothing from a log reaches a reader raw:
   the Unicode line and paragraph separators and lone surrogates are shown as Python-style
   escapes (``\\x1b``, ``\\u202e``, ``\\u200b``), so no escape
   sequence reaches the terminal live, nothing reorders the line and two names that differ
-  only by an invisible character never print alike; other text is unchanged. The Markdown, HTML, LaTeX and figure texts go through it too.
+  only by an invisible character never print alike; other text is unchanged.
+  The Markdown, HTML, LaTeX and figure texts go through it too.
 - :func:`html_text`: HTML text or attribute value: :func:`terminal`'s visible controls, then
   ``html.escape``.
 - :func:`markdown_text`: Markdown text (a paragraph, a heading, a table cell): renders, in
