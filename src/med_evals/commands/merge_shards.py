@@ -224,12 +224,17 @@ def _is_study(path: str) -> bool:
     return read_eval_log(path, header_only=True).eval.task.split("/")[-1] in STUDIES
 
 
-def merge_shard_set(folder: str) -> str:
+def merge_shard_set(folder: str, count: int | None = None) -> str:
     """Write ``<name>.eval`` beside ``folder`` (``<name>.shards``) when every shard folder
-    holds a finished log and they read back as one whole run; the merged log's path. Else a
-    :class:`CommandError` (exit 1) naming what is missing, and nothing is written."""
+    (``count``: folders ``1`` to ``count``) holds a finished log and they read back as one
+    whole run; the merged log's path. Else a :class:`CommandError` (exit 1) naming what is
+    missing, and nothing is written."""
     target = merged_log_path(folder)
     found = shard_set(folder)
+    if count is not None:
+        found.unfinished += [f"shard folder {k}: no log" for k in map(str, range(1, count + 1))
+                             if k not in found.finished and not any(
+                                 u.startswith(f"shard folder {k}:") for u in found.unfinished)]
     if found.unfinished or not found.finished:
         why = "; ".join(found.unfinished) or "no shard folder (<k>/) holds a log"
         raise CommandError(f"{folder}: not merged: {why}", FAILED)

@@ -39,8 +39,15 @@ from typing import IO, Any
 from inspect_ai.log import read_eval_log
 
 from med_evals.commands.interrupts import sigterm_as_ctrl_c
-from med_evals.logs.files import LogPathError, is_remote, list_log_files
-from med_evals.logs.runs import LogSkipped, Run, load_runs, merge_shards, run_of, shard_of
+from med_evals.commands.merge_shards import (
+    merge_shard_set,
+    merged_log_path,
+    read_back,
+    shard_folder,
+    shards_dir,
+)
+from med_evals.logs.files import LogPathError, exists, is_remote, list_log_files, log_name, mtime
+from med_evals.logs.runs import shard_of
 from med_evals.outputs.exit_codes import FAILED, OK, CommandError
 from med_evals.outputs.text import terminal
 from med_evals.study.params import Shard
@@ -198,26 +205,36 @@ def inspect_command() -> list[str]:
     return [sys.executable, "-m", "inspect_ai"]
 
 
+def layout_name(task: str, key: str) -> str:
+    """The run's name in Inspect's shard layout: ``<task>-<run key>`` (its shards' logs in
+    ``<log_dir>/<name>.shards/<k>/``, the merged log ``<log_dir>/<name>.eval``)."""
+    return f"{task.split('@')[-1].split('/')[-1].removesuffix('.py')}-{key}"
+
+
 def commands(task: str, count: int, flags: Sequence[str], log_dir: str, key: str,
              logs: Mapping[int, Sequence[ShardLog]], out_dir: Path) -> tuple[
                  list[Process], list[ShardLog]]:
-    """(a process for each shard that has not finished, each shard's finished log)."""
+    """(a process for each shard that has not finished, each shard's finished log). Shard
+    ``k`` runs (and resumes) into its own folder, ``<log_dir>/<name>.shards/<k>``
+    (:func:`layout_name`)."""
     _, call = call_settings(flags)
     todo, done = [], []
+    name = layout_name(task, key)
     for i in range(1, count + 1):
         shard = Shard(i, count)
         mine = logs.get(i, [])
+        folder = shard_folder(log_dir, name, i)
         output = out_dir / f"{key}-shard-{i}-of-{count}.txt"
         if (log := finished(mine)) is not None:
             done.append(log)
         elif mine:  # killed, cancelled or errored: its samples are kept
             resumes = _local(mine[-1].path)
-            todo.append(Process(shard, [*inspect_command(), "eval-retry", "--log-dir", log_dir,
+            todo.append(Process(shard, [*inspect_command(), "eval-retry", "--log-dir", folder,
                                         *FASTEST, *call, resumes], output, resumes))
         else:
             todo.append(Process(shard, [
                 *inspect_command(), "eval", task, "-T", f"{SHARD_ARG}={shard}",
-                "--log-dir", log_dir, "--metadata", f"{RUN_KEY}={key}", *FASTEST, *flags,
+                "--log-dir", folder, "--metadata", f"{RUN_KEY}={key}", *FASTEST, *flags,
             ], output))
     return todo, done
 
@@ -399,24 +416,6 @@ def outcome(task: str, count: int, log_dir: str, key: str,
     return out
 
 
-def read_back(logs: Sequence[str]) -> tuple[list[Run], list[str]]:
-    """The shards' logs read back as ``med-evals report`` reads them (:func:`merge_shards`),
-    from their headers where each holds its per-sample reduced values (Inspect's
-    ``reductions``: no sample record is read, 0.01 s a log instead of 0.3 s for 375 samples);
-    else from the whole logs."""
-    headers = [read_eval_log(p, header_only=True) for p in logs]
-    if not all(h.reductions for h in headers):
-        return load_runs(logs)
-    runs, skipped = [], []
-    for header, path in zip(headers, logs, strict=True):
-        try:
-            runs.append(run_of(header, path))
-        except LogSkipped as ex:
-            skipped.append(str(ex))
-    merged, _ = merge_shards(runs)
-    return merged, skipped
-
-
 def headline_line(logs: Sequence[str]) -> str:
     """The merged run's headline (its logs read back as one run, as ``med-evals report``
     does), or :class:`CommandError` (exit 1) when they are not one whole run."""
@@ -478,7 +477,30 @@ def launch(task: str, processes: int, flags: Sequence[str], log_dir: str,
         out(terminal(headline_line(result.logs)))
     else:  # not a study (counterfactual_build, a task of a file): no headline to read
         out(terminal(f"{name}: all {processes} shards finished: {', '.join(result.logs)}"))
+    out(terminal(merged_line(log_dir, layout_name(spec, key), processes, result.logs)))
     return OK
+
+
+def merged_line(log_dir: str, name: str, count: int, logs: Sequence[str]) -> str:
+    """The merged log (Inspect's shard layout: :mod:`med_evals.commands.merge_shards`)
+    written, or kept where it already covers the finished shard logs ``logs`` (a run again);
+    else why none was written (a shard's finished log outside its folder: a run begun before
+    this layout)."""
+    folder = shards_dir(log_dir, name)
+    merged = merged_log_path(folder)
+    try:
+        header = read_eval_log(merged, header_only=True) if exists(merged) else None
+    except Exception:  # noqa: BLE001 - an unreadable merged log is written again
+        header = None
+    if header is not None and header.status == "success" and header.eval.shards and sorted(
+            e.log for e in header.eval.shards.ledger) == sorted(log_name(p) for p in logs) and (
+            mtime(merged) > max(mtime(p) for p in logs)):
+        return f"merged log (what inspect view shows): {_local(merged)} (reused)"
+    try:
+        written = merge_shard_set(folder, count)
+    except CommandError as ex:
+        return f"no merged log written: {ex}"
+    return f"merged log (what inspect view shows): {_local(written)}"
 
 
 def _samples(path: str) -> int:
