@@ -567,10 +567,13 @@ def test_the_merged_log_of_a_shard_set(by_param, tmp_path):
     from inspect_ai.log import read_eval_log
 
     from med_evals.commands.merge_shards import merge_shard_set
+    from med_evals.outputs.exit_codes import CommandError
 
     shards = _layout(tmp_path / "logs", _shard_logs(by_param / "sharded"))
     assert len(_viewer_listing(tmp_path / "logs")) == 4  # no merged log yet: every shard shown
-    merged = merge_shard_set(str(shards))
+    with pytest.raises(CommandError, match="shard folder 5: no log"):
+        merge_shard_set(str(shards), count=5)  # a shard of the run has no folder
+    merged = merge_shard_set(str(shards), count=4)
     assert merged == str(tmp_path / "logs" / "oncology_rct-rKEY.eval")
     assert _viewer_listing(tmp_path / "logs") == ["oncology_rct-rKEY.eval"]
     log = read_eval_log(merged)
@@ -625,5 +628,8 @@ def test_a_killed_shard_leaves_no_merged_log(by_param, tmp_path):
     write_eval_log(log, str(killed))
     with pytest.raises(CommandError, match=r"not merged: shard folder 3: .*status started"):
         merge_shard_set(str(shards))
+    from med_evals.commands.cli import main as cli_main
+
+    assert cli_main(["merge-shards", str(shards)]) == 1  # the command: exit 1, nothing written
     assert not (tmp_path / "logs" / "oncology_rct-rKEY.eval").exists()
     assert len(_viewer_listing(tmp_path / "logs")) == 4

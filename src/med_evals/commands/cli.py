@@ -344,7 +344,7 @@ PRICES_HELP = (
 #: ``med-evals --help`` lists the commands in these groups, in this order (a command missing
 #: here is listed under "other", so none is ever hidden: tests/test_cli.py)
 COMMAND_GROUPS: dict[str, tuple[str, ...]] = {
-    "evaluation": ("compare", "run", "report", "flip-rate", "studies"),
+    "evaluation": ("compare", "run", "merge-shards", "report", "flip-rate", "studies"),
     "comparison and gating": ("diff", "baseline", "regress", "power"),
     "data tools": ("subset", "fetch", "build", "score-recorded", "recorded-to-replay",
                    "export-counterfactuals"),
@@ -586,6 +586,9 @@ def main(argv: list[str] | None = None) -> int:
     from med_evals.commands.run import add_parser as add_run
 
     add_run(sub)
+    from med_evals.commands.merge_shards import add_parser as add_merge_shards
+
+    add_merge_shards(sub)
     from med_evals.commands.power import add_parser as add_power
 
     add_power(sub)

@@ -247,3 +247,36 @@ def merge_shard_set(folder: str, count: int | None = None) -> str:
                            f"whole run: {why}", FAILED)
     write_eval_log(merged_log(logs, found.mtimes), target)
     return target
+
+
+# --- the command line --------------------------------------------------------------------------
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "merge-shards",
+        help="write the merged log of a <name>.shards/ folder (Inspect's shard layout), so "
+        "inspect view shows the run once",
+        description="Write <name>.eval beside a <name>.shards/ folder whose <k>/ folders each "
+        "hold a finished log of shard k of one run (-T shard=k/N, e.g. a Slurm array with "
+        "--log-dir logs/<name>.shards/$k): one Inspect log of every shard's samples, its "
+        "metrics recomputed over all of them, eval.shards naming each shard's log. inspect view "
+        "then lists the merged log and hides the shards. med-evals run --processes N writes it "
+        "itself.",
+        epilog="Exit 0 when written, 1 when a shard folder has no finished log or the logs are "
+        "not one whole run (nothing written), 2 for a folder not named <name>.shards. "
+        "docs/scale.md",
+    )
+    p.add_argument("shards", help="the <name>.shards folder (local or s3://)")
+    p.add_argument("--count", type=int, default=None, metavar="N",
+                   help="the run's number of shards: folders 1 to N must each hold a log")
+    p.set_defaults(func=cli)
+
+
+def cli(args: Any) -> int:
+    from med_evals.outputs.text import terminal
+
+    if is_remote(args.shards) is False and not os.path.isdir(args.shards):
+        raise CommandError(f"{args.shards}: no such folder")
+    merged_log_path(args.shards)  # a folder of another name: exit 2 before anything is read
+    print(terminal(f"wrote {merge_shard_set(args.shards, args.count)}"))
+    return 0

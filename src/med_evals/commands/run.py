@@ -1,7 +1,10 @@
 """``med-evals run TASK --processes N [inspect eval flags]``: every core on one run.
 
 Starts ``N`` ``inspect eval`` processes on this machine, one shard each (``-T shard=i/N``:
-:mod:`med_evals.study.shards`), into one log folder, with the settings measured fastest (``--no-log-
+:mod:`med_evals.study.shards`), into one log folder (Inspect's shard layout: shard ``k`` in
+``<log_dir>/<task>-<run key>.shards/<k>/``, and once every shard finished the merged log
+``<log_dir>/<task>-<run key>.eval`` beside them, which ``inspect view`` shows as the run:
+:mod:`med_evals.commands.merge_shards`), with the settings measured fastest (``--no-log-
 realtime``, ``--no-score-display``, ``--display none``: docs/performance.md); the flags given
 after the task go to every process unchanged (a flag given there wins over ours). While they
 run, one progress line for the whole run, from the samples the shards' logs hold so far (each

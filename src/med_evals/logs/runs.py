@@ -228,6 +228,11 @@ class LogSelection:
 def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelection:
     """One log per eval: the finished log where the eval has one, else its newest log.
 
+    A merged log of Inspect's shard layout (``<name>.eval`` with ``eval.shards``, beside
+    ``<name>.shards/<k>/``) is left out, named in ``superseded``, when a log of its shard folder
+    is listed too: the run is read from its shards (:func:`merge_shards`, the numbers of the
+    same shards given flat in one folder); given alone, it is the run.
+
     Logs of one eval share its ``task_id`` (Inspect keeps it across ``inspect eval-retry`` and
     in a ``-recovered`` log). Newest: by creation time, ties broken by the file's write time
     (as Inspect's listing gives it: local or remote alike). Reads log headers only. Paths are
