@@ -204,14 +204,17 @@ def test_each_shard_is_reused_resumed_or_run(tmp_path):
     assert [d.path for d in done] == ["b.eval"]
     assert [p.shard for p in todo] == [Shard(2, 3), Shard(3, 3)]
     assert todo[0].resumes == "/l/c.eval"
-    # each runs Inspect through the shard process, which ends it with this command
+    # each runs Inspect through the shard process, which ends it with this command, and each
+    # shard into its own folder (Inspect's shard layout), its retry too
     assert all(p.command[:4] == [sys.executable, "-m", "med_evals.commands.shard_process",
                                  str(os.getpid())] for p in todo)
-    assert todo[0].command[4:] == ["eval-retry", "--log-dir", "/l", "--no-log-realtime",
+    assert todo[0].command[4:] == ["eval-retry", "--log-dir", "/l/healthfc-rKEY.shards/2",
+                                   "--no-log-realtime",
                                    "--no-score-display", "--display", "none",
                                    "--max-connections", "8", "/l/c.eval"]
     assert todo[1].command[4:] == [
-        "eval", "med_evals/healthfc", "-T", "shard=3/3", "--log-dir", "/l", "--metadata",
+        "eval", "med_evals/healthfc", "-T", "shard=3/3", "--log-dir",
+        "/l/healthfc-rKEY.shards/3", "--metadata",
         f"{RUN_KEY}=rKEY", "--no-log-realtime", "--no-score-display", "--display", "none",
         *flags]
 
@@ -245,8 +248,14 @@ def test_two_processes_finish_750_claims_as_one_run(tmp_path, monkeypatch, capsy
         assert cli_main(argv) == 0
         out, err = capsys.readouterr()
         assert server.counts["ok"] == 750
-        files = sorted(logs.glob("*.eval"))
-        assert len(files) == 2
+        # Inspect's shard layout: each shard's log in its folder, the merged log beside them
+        key = run_key("med_evals/healthfc", argv[6:], 2)
+        files = sorted(logs.glob(f"healthfc-{key}.shards/*/*.eval"))
+        assert [f.parent.name for f in files] == ["1", "2"]
+        merged = logs / f"healthfc-{key}.eval"
+        assert f"merged log (what inspect view shows): {merged}" in out
+        assert _viewer_listing(logs) == [merged.name]  # inspect view: one run
+        assert len(read_eval_log(str(merged)).samples or []) == 750
         records = [read_eval_log(str(f), header_only=True).eval.metadata["shard"] for f in files]
         assert sorted((r["shard"], r["samples"], r["partition_samples"]) for r in records) == [
             ("1/2", 375, 750), ("2/2", 375, 750)]
@@ -256,8 +265,9 @@ def test_two_processes_finish_750_claims_as_one_run(tmp_path, monkeypatch, capsy
         [headline] = [x for x in out.splitlines() if x.startswith("healthfc / ")]
         assert headline.startswith("healthfc / openai-api/fake/fake: 750 samples in 2 shard "
                                    "log(s), read as one run: accuracy_all ")
-        [run], _ = load_runs([logs])
-        assert run.partial is None and len(run.values) == 750
+        [run], skipped = load_runs([logs])
+        assert run.partial is None and len(run.values) == 750 and len(run.logs()) == 2
+        assert [s.split(": ")[0] for s in skipped] == [str(merged)]  # read from its shards
         assert _headline(headline) == {k: round(v, 3) for k, v in run.headline_values().items()}
         report = build_report([logs], tmp_path / "report", n_boot=10)
         assert [(r.label, r.n) for r in report.headline] == [("openai-api/fake/fake", 750)]
@@ -268,12 +278,25 @@ def test_two_processes_finish_750_claims_as_one_run(tmp_path, monkeypatch, capsy
         out, _ = capsys.readouterr()
         assert server.counts["ok"] == 750
         assert sorted(x.split(": ")[0] for x in out.splitlines() if "(reused)" in x) == [
-            "shard 1/2 finished before", "shard 2/2 finished before"]
+            "merged log (what inspect view shows)", "shard 1/2 finished before",
+            "shard 2/2 finished before"]
         assert headline in out
+        assert f"merged log (what inspect view shows): {merged} (reused)" in out
+
+
+def _viewer_listing(folder: Path) -> list[str]:
+    """What ``inspect view`` lists of a folder (Inspect's own rule for shard logs a merged
+    log covers)."""
+    from inspect_ai.log import list_eval_logs
+
+    from med_evals.inspect_internals.compat import without_merged_shards
+
+    return sorted(Path(i.name.removeprefix("file://")).relative_to(folder).as_posix()
+                  for i in without_merged_shards(list_eval_logs(str(folder))))
 
 
 def _samples_logged(folder: Path, shard: str) -> int:
-    for path in folder.glob("*.eval"):
+    for path in folder.rglob("*.eval"):
         try:
             header = read_eval_log(str(path), header_only=True)
             if header.eval.task_args.get("shard") == shard:
@@ -311,8 +334,11 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
         # the killed shard is never counted as finished
         assert re.match(r"healthfc: \d+ of 40 samples \(\d+%\), 0 of 2 shards running, 1 "
                         r"finished, 1 did not finish, \d+ s$", err.strip().splitlines()[-1])
-        [killed] = [str(p) for p in logs.glob("*.eval")
+        [killed] = [str(p) for p in logs.rglob("*.eval")
                     if read_eval_log(str(p), header_only=True).status == "started"]
+        assert Path(killed).parent.name == "2" and Path(killed).parent.parent.suffix == ".shards"
+        # no merged log: the viewer shows the shards
+        assert not list(logs.glob("*.eval")) and len(_viewer_listing(logs)) == 2
         kept = len(read_eval_log(killed).samples or [])
         assert kept >= 6
         [line] = [x for x in out.splitlines() if x.startswith("shard 2/2")]
@@ -336,9 +362,13 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
         # what its attempts paid: two shards, one of them twice (shards are not attempts)
         assert out.splitlines()[-1].startswith("paid over 2 shards in 3 attempts: input tokens "
                                                "at least ")
+    [merged] = [str(p) for p in logs.glob("*.eval")]
+    assert f"merged log (what inspect view shows): {merged}" in out
+    # the retry's log is beside the killed one, in shard 2's folder; the viewer shows one run
+    assert _viewer_listing(logs) == [Path(merged).name]
     [run], skipped = load_runs([logs])
     assert run.partial is None and len(run.values) == 40
-    assert [s.split(": ")[0] for s in skipped] == [killed]
+    assert sorted(s.split(": ")[0] for s in skipped) == sorted([killed, merged])
 
 
 #: the shard of a job from its index, as docs/scale.md gives it (Slurm array, Indexed Job)

@@ -532,3 +532,104 @@ def test_a_plain_study_of_the_builder_takes_shards(tmp_path):
             if parent is not None and hasattr(parent, "toy_yesno"):
                 delattr(parent, "toy_yesno")
         mp.undo()
+
+
+# --- Inspect's shard layout (<name>.shards/<k>/ and the merged <name>.eval) ---------------------
+
+
+def _layout(tmp: Path, logs: dict[str, Path], name: str = "oncology_rct-rKEY") -> Path:
+    """The shard logs placed as ``med-evals run`` places them: ``<name>.shards/<k>/``."""
+    import shutil
+
+    for shard, log in logs.items():
+        folder = tmp / f"{name}.shards" / shard.split("/")[0]
+        folder.mkdir(parents=True)
+        shutil.copy(log, folder / log.name)
+    return tmp / f"{name}.shards"
+
+
+def _viewer_listing(folder: Path) -> list[str]:
+    """What ``inspect view`` lists of a folder: Inspect's listing with the shard logs its
+    finished merged log covers left out (Inspect's ``without_merged_shards``)."""
+    from inspect_ai.log import list_eval_logs
+
+    from med_evals.inspect_internals.compat import without_merged_shards
+
+    return sorted(Path(i.name.removeprefix("file://")).relative_to(folder).as_posix()
+                  for i in without_merged_shards(list_eval_logs(str(folder))))
+
+
+@pytest.mark.slow
+def test_the_merged_log_of_a_shard_set(by_param, tmp_path):
+    """The 4 shards in Inspect's layout and the merged log written beside them: the viewer
+    lists one run; report, baseline and gate read the numbers of the flat layout; the merged
+    log read alone is that run too, its metrics Inspect's recomputed over every sample."""
+    from inspect_ai.log import read_eval_log
+
+    from med_evals.commands.merge_shards import merge_shard_set
+    from med_evals.outputs.exit_codes import CommandError
+
+    shards = _layout(tmp_path / "logs", _shard_logs(by_param / "sharded"))
+    assert len(_viewer_listing(tmp_path / "logs")) == 4  # no merged log yet: every shard shown
+    with pytest.raises(CommandError, match="shard folder 5: no log"):
+        merge_shard_set(str(shards), count=5)  # a shard of the run has no folder
+    merged = merge_shard_set(str(shards), count=4)
+    assert merged == str(tmp_path / "logs" / "oncology_rct-rKEY.eval")
+    assert _viewer_listing(tmp_path / "logs") == ["oncology_rct-rKEY.eval"]
+    log = read_eval_log(merged)
+    [whole_log] = [read_eval_log(str(p)) for p in (by_param / "whole").glob("*.eval")]
+    assert log.status == "success" and "shard" not in log.eval.task_args
+    assert "shard" not in (log.eval.metadata or {})
+    assert sorted(map(str, log.eval.dataset.sample_ids or [])) == sorted(
+        map(str, whole_log.eval.dataset.sample_ids or []))
+    assert log.eval.dataset.samples == 60 and len(log.samples or []) == 60
+    ledger = log.eval.shards.ledger if log.eval.shards else []
+    assert [(e.shard, e.status, e.samples) for e in ledger] == [
+        (str(i), "success", n) for i, n in enumerate((16, 16, 14, 14), 1)]  # 30 trials
+    logs = _shard_logs(by_param / "sharded")
+    assert [e.log for e in ledger] == [logs[f"{i}/4"].name for i in range(1, 5)]
+    # Inspect's recomputed metrics and reductions are the whole run's
+    assert log.results and whole_log.results
+    assert [(s.name, {k: m.value for k, m in s.metrics.items()}) for s in log.results.scores] == [
+        (s.name, {k: m.value for k, m in s.metrics.items()}) for s in whole_log.results.scores]
+    assert log.stats.model_usage == whole_log.stats.model_usage
+    # readers: the shards, merged as in the flat layout; the merged log not read twice
+    [flat], _ = load_runs([by_param / "sharded"])
+    [run], skipped = load_runs([tmp_path / "logs"])
+    assert run.values == flat.values and run.metrics == flat.metrics
+    assert len(run.logs()) == 4 and run.partial is None
+    assert [s.split(": ")[0] for s in skipped] == [merged]
+    a = build_report([by_param / "sharded"], tmp_path / "a", n_boot=10)
+    b = build_report([tmp_path / "logs"], tmp_path / "b", n_boot=10)
+    assert [(r.label, r.condition, r.n, r.values) for r in a.headline] == [
+        (r.label, r.condition, r.n, r.values) for r in b.headline]
+    base = make_baseline([by_param / "sharded"])
+    assert make_baseline([tmp_path / "logs"])["runs"][0]["samples"] == base["runs"][0]["samples"]
+    rows, _ = regress(base, [tmp_path / "logs"], n_boot=N_BOOT)
+    assert decide(rows).code == 0 and all(r.old == r.new for r in rows if r.old == r.old)
+    # the merged log alone (copied elsewhere) is the whole run
+    [alone], _ = load_runs([merged])
+    assert alone.values == flat.values and alone.partial is None
+    assert alone.headline_values() == flat.headline_values()
+
+
+@pytest.mark.slow
+def test_a_killed_shard_leaves_no_merged_log(by_param, tmp_path):
+    from inspect_ai.log import read_eval_log, write_eval_log
+
+    from med_evals.commands.merge_shards import merge_shard_set
+    from med_evals.outputs.exit_codes import CommandError
+
+    logs = _shard_logs(by_param / "sharded")
+    shards = _layout(tmp_path / "logs", logs)
+    [killed] = (shards / "3").glob("*.eval")
+    log = read_eval_log(str(killed))
+    log.status, log.samples = "started", (log.samples or [])[:5]
+    write_eval_log(log, str(killed))
+    with pytest.raises(CommandError, match=r"not merged: shard folder 3: .*status started"):
+        merge_shard_set(str(shards))
+    from med_evals.commands.cli import main as cli_main
+
+    assert cli_main(["merge-shards", str(shards)]) == 1  # the command: exit 1, nothing written
+    assert not (tmp_path / "logs" / "oncology_rct-rKEY.eval").exists()
+    assert len(_viewer_listing(tmp_path / "logs")) == 4

@@ -231,3 +231,27 @@ def test_vllm_url_given_reads_the_providers_url_before_it_connects(monkeypatch):
     given = get_model(name, base_url="http://gpu:8000/v1", memoize=False)
     assert compat.vllm_url_given(given.api) is True
     assert compat.vllm_url_given(object()) is None  # a provider keeping it elsewhere
+
+
+def test_without_merged_shards_hides_shards_a_newer_finished_merged_log_covers(tmp_path):
+    """The viewer's rule: a shard log under ``<name>.shards/<k>/`` is left out of the listing
+    when ``<name>.eval`` is listed, finished and newer; a shard newer than it stays."""
+    import os
+
+    from inspect_ai.log import EvalLogInfo
+
+    def info(name: str, mtime: float) -> EvalLogInfo:
+        return EvalLogInfo(name=str(tmp_path / name), type="eval", size=1, mtime=mtime,
+                           task="t", task_id="i", suffix=None)
+
+    listing = [info("x.shards/1/a.eval", 1.0), info("x.shards/2/b.eval", 3.0),
+               info("x.eval", 2.0)]
+    merged = tmp_path / "x.eval"
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSpec, write_eval_log
+
+    write_eval_log(EvalLog(status="success", eval=EvalSpec(
+        created="2026-01-01T00:00:00+00:00", task="t", dataset=EvalDataset(), model="m",
+        config=EvalConfig())), str(merged))
+    assert os.path.exists(merged)
+    kept = [os.path.relpath(i.name, tmp_path) for i in compat.without_merged_shards(listing)]
+    assert kept == ["x.shards/2/b.eval", "x.eval"]

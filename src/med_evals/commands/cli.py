@@ -142,6 +142,19 @@ def run_options(a: Args) -> tuple[int | None, str, list[str]]:
     return processes, log_dir, flags
 
 
+def _merge_shards(p: argparse.ArgumentParser) -> Callable[[Args], int]:
+    p.add_argument("shards", help="the <name>.shards folder (local or s3://)")
+    p.add_argument("--count", type=int, default=None, metavar="N",
+                   help="the run's number of shards: folders 1 to N must each hold a log")
+
+    def call(a: Args) -> int:
+        from med_evals.commands.merge_shards import merge_shards_command
+
+        return merge_shards_command(a.shards, a.count)
+
+    return call
+
+
 def _report(p: argparse.ArgumentParser) -> Callable[[Args], int]:
     p.add_argument("logs", nargs="+",
                    help="log files or folders (local or s3://...), any number of models")
@@ -460,6 +473,18 @@ COMMANDS: tuple[Command, ...] = (
             "--max-connections, ...). Exit 0 when every shard finished, 1 when one did not "
             "(named, with its log, and whether running again resumes it), 2 for a bad "
             "argument or a log folder another run is writing into. docs/scale.md"),
+    Command("evaluation", "merge-shards",
+            "write the merged log of a <name>.shards/ folder (Inspect's shard layout), so "
+            "inspect view shows the run once", _merge_shards,
+            description="Write <name>.eval beside a <name>.shards/ folder whose <k>/ folders "
+            "each hold a finished log of shard k of one run (-T shard=k/N, e.g. a Slurm array "
+            "with --log-dir logs/<name>.shards/$k): one Inspect log of every shard's samples, "
+            "its metrics recomputed over all of them, eval.shards naming each shard's log. "
+            "inspect view then lists the merged log and hides the shards. med-evals run "
+            "--processes N writes it itself.",
+            epilog="Exit 0 when written, 1 when a shard folder has no finished log or the logs "
+            "are not one whole run (nothing written), 2 for a folder not named <name>.shards. "
+            "docs/scale.md"),
     Command("evaluation", "report", "paper-style report (Markdown, HTML, PNG) from logs",
             _report),
     Command("evaluation", "flip-rate", "flip rates between conditions, from oncology logs",

@@ -1,7 +1,10 @@
 """``med-evals run TASK --processes N [inspect eval flags]``: every core on one run.
 
 Starts ``N`` ``inspect eval`` processes on this machine, one shard each (``-T shard=i/N``:
-:mod:`med_evals.study.shards`), into one log folder, with the settings measured fastest (``--no-log-
+:mod:`med_evals.study.shards`), into one log folder (Inspect's shard layout: shard ``k`` in
+``<log_dir>/<task>-<run key>.shards/<k>/``, and once every shard finished the merged log
+``<log_dir>/<task>-<run key>.eval`` beside them, which ``inspect view`` shows as the run:
+:mod:`med_evals.commands.merge_shards`), with the settings measured fastest (``--no-log-
 realtime``, ``--no-score-display``, ``--display none``: docs/performance.md); the flags given
 after the task go to every process unchanged (a flag given there wins over ours). While they
 run, one progress line for the whole run, from the samples the shards' logs hold so far (each
@@ -62,8 +65,15 @@ from inspect_ai.log import read_eval_log
 
 from med_evals.commands.interrupts import sigterm_as_ctrl_c
 from med_evals.commands.lock import FolderLock, lock_for
-from med_evals.logs.files import LogPathError, is_remote, list_log_files
-from med_evals.logs.runs import LogSkipped, Run, load_runs, merge_shards, run_of, shard_of
+from med_evals.commands.merge_shards import (
+    merge_shard_set,
+    merged_log_path,
+    read_back,
+    shard_folder,
+    shards_dir,
+)
+from med_evals.logs.files import LogPathError, exists, is_remote, list_log_files, log_name, mtime
+from med_evals.logs.runs import load_runs, shard_of
 from med_evals.outputs.exit_codes import FAILED, OK, USAGE, CommandError
 from med_evals.outputs.text import terminal
 from med_evals.study.params import Shard
@@ -439,26 +449,36 @@ def shard_command() -> list[str]:
     return [sys.executable, "-m", "med_evals.commands.shard_process", str(os.getpid())]
 
 
+def layout_name(task: str, key: str) -> str:
+    """The run's name in Inspect's shard layout: ``<task>-<run key>`` (its shards' logs in
+    ``<log_dir>/<name>.shards/<k>/``, the merged log ``<log_dir>/<name>.eval``)."""
+    return f"{task.split('@')[-1].split('/')[-1].removesuffix('.py')}-{key}"
+
+
 def commands(task: str, count: int, flags: Sequence[str], log_dir: str, key: str,
              logs: Mapping[int, Sequence[ShardLog]], out_dir: Path) -> tuple[
                  list[Process], list[ShardLog]]:
-    """(a process for each shard that has not finished, each shard's finished log)."""
+    """(a process for each shard that has not finished, each shard's finished log). Shard
+    ``k`` runs (and resumes) into its own folder, ``<log_dir>/<name>.shards/<k>``
+    (:func:`layout_name`)."""
     _, call = call_settings(flags)
     todo, done = [], []
+    name = layout_name(task, key)
     for i in range(1, count + 1):
         shard = Shard(i, count)
         mine = logs.get(i, [])
+        folder = shard_folder(log_dir, name, i)
         output = out_dir / f"{key}-shard-{i}-of-{count}.txt"
         if (log := finished(mine)) is not None:
             done.append(log)
         elif mine:  # killed, cancelled or errored: its samples are kept
             resumes = _local(mine[-1].path)
-            todo.append(Process(shard, [*shard_command(), "eval-retry", "--log-dir", log_dir,
+            todo.append(Process(shard, [*shard_command(), "eval-retry", "--log-dir", folder,
                                         *FASTEST, *call, resumes], output, resumes))
         else:
             todo.append(Process(shard, [
                 *shard_command(), "eval", task, "-T", f"{SHARD_ARG}={shard}",
-                "--log-dir", log_dir, "--metadata", f"{RUN_KEY}={key}", *FASTEST, *flags,
+                "--log-dir", folder, "--metadata", f"{RUN_KEY}={key}", *FASTEST, *flags,
             ], output))
     return todo, done
 
@@ -722,24 +742,6 @@ def closing_line(result: Outcome, count: int) -> str:
             f"resumes {them}) and {stopped} stopped before {they} wrote a log: {fix}")
 
 
-def read_back(logs: Sequence[str]) -> tuple[list[Run], list[str]]:
-    """The shards' logs read back as ``med-evals report`` reads them (:func:`merge_shards`),
-    from their headers where each holds its per-sample reduced values (Inspect's
-    ``reductions``: no sample record is read, 0.01 s a log instead of 0.3 s for 375 samples);
-    else from the whole logs."""
-    headers = [read_eval_log(p, header_only=True) for p in logs]
-    if not all(h.reductions for h in headers):
-        return load_runs(logs)
-    runs, skipped = [], []
-    for header, path in zip(headers, logs, strict=True):
-        try:
-            runs.append(run_of(header, path))
-        except LogSkipped as ex:
-            skipped.append(str(ex))
-    merged, _ = merge_shards(runs)
-    return merged, skipped
-
-
 def headline_line(logs: Sequence[str]) -> str:
     """The merged run's headline (its logs read back as one run, as ``med-evals report``
     does), or :class:`CommandError` (exit 1) when they are not one whole run."""
@@ -765,6 +767,28 @@ def paid_text(every_log: Sequence[str]) -> str | None:
     [run], _ = load_runs(every_log)
     paid = run.paid_usage()
     return None if paid is None else paid_line(paid, run.usage())
+
+
+def merged_line(log_dir: str, name: str, count: int, logs: Sequence[str]) -> str:
+    """The merged log (Inspect's shard layout: :mod:`med_evals.commands.merge_shards`)
+    written, or kept where it already covers the finished shard logs ``logs`` (a run again);
+    else why none was written (a shard's finished log outside its folder: a run begun before
+    this layout)."""
+    folder = shards_dir(log_dir, name)
+    merged = merged_log_path(folder)
+    try:
+        header = read_eval_log(merged, header_only=True) if exists(merged) else None
+    except Exception:  # noqa: BLE001 - an unreadable merged log is written again
+        header = None
+    if header is not None and header.status == "success" and header.eval.shards and sorted(
+            e.log for e in header.eval.shards.ledger) == sorted(log_name(p) for p in logs) and (
+            mtime(merged) > max(mtime(p) for p in logs)):
+        return f"merged log (what inspect view shows): {_local(merged)} (reused)"
+    try:
+        written = merge_shard_set(folder, count)
+    except CommandError as ex:
+        return f"no merged log written: {ex}"
+    return f"merged log (what inspect view shows): {_local(written)}"
 
 
 def _samples(path: str) -> int:
@@ -850,6 +874,7 @@ def _locked(name: str, spec: str, count: int, flags: Sequence[str], log_dir: str
         out(terminal(headline_line(result.logs)))
     else:  # not a study (counterfactual_build, a task of a file): no headline to read
         out(terminal(f"{name}: all {count} shards finished: {', '.join(result.logs)}"))
+    out(terminal(merged_line(log_dir, layout_name(spec, key), count, result.logs)))
     if len(result.every_log) > len(result.logs) and name in STUDIES:
         paid = paid_text(result.every_log)
         if paid:

@@ -49,6 +49,8 @@ name, each checking the behaviour relied on here.
   processes (:mod:`med_evals.commands.shard_process`).
 - :func:`database_model_info`: Inspect's model information (prices included) looked up without
   creating the provider (:mod:`med_evals.logs.usage`).
+- :func:`without_merged_shards`: ``inspect view``'s listing rule for shard logs a merged log
+  covers (the tests of the shard layout: :mod:`med_evals.commands.merge_shards`).
 
 Nothing outside this module imports a private name of Inspect (``inspect_ai._...``, or a
 module of it whose name starts with ``_``): ``tests/test_layers.py`` fails otherwise, for the
@@ -470,3 +472,13 @@ def inspect_main() -> Any:
 
     return main
 
+
+def without_merged_shards(logs: list[Any]) -> list[Any]:
+    """Inspect's listing rule of ``inspect view`` (``without_merged_shards``): a listing with
+    the shard logs (``<name>.shards/<k>/``) that a finished, newer merged log (``<name>.eval``)
+    covers left out; for the tests of the shard layout (:mod:`med_evals.commands.merge_shards`)."""
+    from inspect_ai.log._file import (
+        without_merged_shards as rule,  # inspect-evals-lint: ignore[private_api_imports] -- no public API in inspect_ai 0.3.285: the viewer's rule for hiding merged shard logs, which the tests of our merged log check  # noqa: E501
+    )
+
+    return rule(logs)

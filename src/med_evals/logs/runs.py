@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,7 @@ from inspect_ai.scorer import Score
 from med_evals.logs.comparable import DISPLAY_ONLY_MODEL_ARGS, setup_key, setup_of
 from med_evals.logs.files import (
     attachment_text,
+    is_remote,
     list_log_files,
     missing,
     mtime,
@@ -228,6 +230,11 @@ class LogSelection:
 def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelection:
     """One log per eval: the finished log where the eval has one, else its newest log.
 
+    A merged log of Inspect's shard layout (``<name>.eval`` with ``eval.shards``, beside
+    ``<name>.shards/<k>/``) is left out, named in ``superseded``, when a log of its shard folder
+    is listed too: the run is read from its shards (:func:`merge_shards`, the numbers of the
+    same shards given flat in one folder); given alone, it is the run.
+
     Logs of one eval share its ``task_id`` (Inspect keeps it across ``inspect eval-retry`` and
     in a ``-recovered`` log). Newest: by creation time, ties broken by the file's write time
     (as Inspect's listing gives it: local or remote alike). Reads log headers only. Paths are
@@ -247,6 +254,13 @@ def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelecti
             continue
         by_eval[header.eval.task_id or path].append((path, header))
         out.headers[path] = (task_name(header), header.eval.model)
+    for key, logs in list(by_eval.items()):
+        if any(_covers_listed(path, header, out.mtimes) for path, header in logs):
+            for path, header in logs:
+                out.superseded.append(
+                    f"{path}: ignored (status {header.status}): the merged log of the shard "
+                    f"logs in {shards_folder(path)}, which are read instead")
+            del by_eval[key]
     for logs in by_eval.values():
         logs.sort(key=lambda pl: (pl[1].eval.created or "", out.mtimes[pl[0]]))
         done = [pl for pl in logs if pl[1].status == "success"]
@@ -274,6 +288,33 @@ def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelecti
 def _one_line(ex: BaseException) -> str:
     text = " ".join(str(ex).split())
     return text[:300] or type(ex).__name__
+
+
+#: the suffix of Inspect's shard folder beside a merged log (``<name>.eval`` ->
+#: ``<name>.shards/<k>/``: Inspect's ``log_layout``)
+SHARDS_SUFFIX = ".shards"
+
+
+def shards_folder(path: str) -> str:
+    """The shard folder Inspect's layout puts beside a merged log: ``<dir>/<name>.eval`` (or
+    ``<name>-recovered.eval``) -> ``<dir>/<name>.shards``."""
+    base = path.removesuffix(".eval").removesuffix("-recovered")
+    return base + SHARDS_SUFFIX
+
+
+def _covers_listed(path: str, header: EvalLog, listed: Mapping[str, float]) -> bool:
+    """Whether ``path`` is a merged log of shards (its header's ``eval.shards``: Inspect's
+    layout, :mod:`med_evals.commands.merge_shards`) and a log of its shard folder is listed
+    too: the run is read from its shard logs (:func:`merge_shards`, the numbers of the shards
+    given flat in one folder), the merged log not read a second time. A merged log given
+    without its shards is the run."""
+    if header.eval.shards is None:
+        return False
+    def where(name: str) -> str:
+        return name if is_remote(name) else os.path.abspath(name)
+
+    folder = where(shards_folder(path)) + ("/" if is_remote(path) else os.sep)
+    return any(where(p).startswith(folder) for p in listed)
 
 
 def task_name(log: EvalLog) -> str:
