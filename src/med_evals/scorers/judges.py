@@ -733,9 +733,11 @@ def _plausibility_numbers(vals: list[dict[str, Any]]) -> dict[str, float]:
 
 
 @metric
-def plausibility_summary() -> Metric:
+def plausibility_summary(full: bool = True) -> Metric:
     """Mean rating of counterfactual and original abstracts, their paired difference, failures;
-    with a jury, the same from each grader's ratings and the graders' agreement."""
+    with a jury, the same from each grader's ratings and the graders' agreement. ``full``
+    False: the jury's numbers and agreement only (each grader's and the half-point counts are
+    left to ``med-evals report``, which computes them from the same per-sample values)."""
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         vals = score_values(scores)
@@ -743,14 +745,16 @@ def plausibility_summary() -> Metric:
         roles = jury_roles(vals)
         if not roles:
             return out
-        cf = [v["cf_rating"] for v in vals if v["cf_rating"] > 0]
-        for r in range(1, 5):  # an even jury's median between two points
-            out[f"cf_rating_{r}_5"] = sum(1 for x in cf if x == r + 0.5)
         items = [
             [v[f"{role}/{key}"] or None for role in roles]
             for v in vals
             for key in ("cf_rating", "orig_rating")
         ]
+        if not full:
+            return {**out, **jury_agreement(items, len(roles), "ordinal")}
+        cf = [v["cf_rating"] for v in vals if v["cf_rating"] > 0]
+        for r in range(1, 5):  # an even jury's median between two points
+            out[f"cf_rating_{r}_5"] = sum(1 for x in cf if x == r + 0.5)
         out.update(jury_agreement(items, len(roles), "ordinal"))
         fields = ("cf_rating", "orig_rating", "judge_failures")
         for role in roles:
@@ -775,9 +779,10 @@ def _detect_numbers(vals: list[dict[str, Any]]) -> dict[str, float]:
 
 
 @metric
-def detectability() -> Metric:
+def detectability(full: bool = True) -> Metric:
     """Share of trials where the grader named the edited abstract (0.5: indistinguishable); with
-    a jury, the jury's pick (ties counted apart), each grader's, and their agreement."""
+    a jury, the jury's pick (ties counted apart), each grader's, and their agreement. ``full``
+    False: the jury's numbers and agreement only (each grader's: ``med-evals report``)."""
 
     def compute(scores: list[SampleScore]) -> dict[str, float]:
         vals = score_values(scores)
@@ -788,6 +793,8 @@ def detectability() -> Metric:
         out["ties"] = sum(1 for v in vals if v["picked"] == TIE)
         items = [[_graded(v[f"{role}/picked"]) for role in roles] for v in vals]
         out.update(jury_agreement(items, len(roles)))
+        if not full:
+            return out
         for role in roles:
             out.update(_prefixed(role, _detect_numbers(role_values(vals, role, ("picked",)))))
         return out
@@ -1047,3 +1054,13 @@ JUDGE_METRICS: dict[str, Callable[[], Metric]] = {
     "plausibility_judge": plausibility_summary,
     "detectability_judge": detectability,
 }
+
+
+def judge_metrics(study: Any, full: bool = True, label_set: str | None = None,
+                  judge: str = "rate") -> list[Metric | dict[str, list[Metric]]]:
+    """The metric set of ``counterfactual_judges`` (its spec's ``metrics``): ``judge`` ``rate``
+    logs :func:`plausibility_summary`, ``paired`` :func:`detectability`; ``full`` False (the
+    task's default, ``-T metrics=headline``) the jury's numbers and agreement only, so that the
+    console's summary of a jury run is the jury's, not every grader's."""
+    metric = plausibility_summary if judge == "rate" else detectability
+    return [metric(full=full)]

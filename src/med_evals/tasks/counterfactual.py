@@ -37,6 +37,7 @@ from med_evals.scorers.judges import (
     JUDGE_VERSION,
     detectability_judge,
     grader_model,
+    judge_metrics,
     jury_models,
     plausibility_judge,
 )
@@ -213,6 +214,7 @@ def counterfactual_judges(
     attempts: int = 3,
     data_dir: str | None = None,
     subset: str | None = None,
+    metrics: str = "headline",
     **unknown: Any,
 ) -> Task:
     """A grader judges counterfactual abstracts (bind it: ``--model-role grader=...``; a jury:
@@ -227,6 +229,9 @@ def counterfactual_judges(
         attempts: Judge calls at most per item before it counts as a judge failure.
         data_dir: Local data directory for the default input.
         subset: Only the trials of a stored ``oncology_rct`` subset (``smoke``, ``ci``).
+        metrics: ``headline``: the jury's numbers and agreement (one grader: its numbers);
+            ``full``: each grader's too, and a rating jury's half-point counts (``med-evals
+            report`` shows them all either way, from the same per-sample values).
         unknown: Any other parameter is refused before the run, naming the closest one.
     """
     p = study_params(
@@ -267,6 +272,7 @@ def counterfactual_judges(
         samples,
         solver=[],
         scorer=judge_scorer,
+        metric_options={"judge": p.judge},
         config=GenerateConfig(),
         # only the graders are called
         model_called=False,
@@ -299,6 +305,7 @@ JUDGES_SPEC = Study(
     title="Plausibility and detectability of the counterfactual abstracts, judged",
     version="2.0.0",  # 2.0.0: judged texts quoted, a jury (scorers.judges)
     scorer=plausibility_judge,
+    metrics=judge_metrics,
     datasets=(DATASET,),
     view_scores={},  # the jury's rating or pick is the answer column
 )
