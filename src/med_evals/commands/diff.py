@@ -40,6 +40,7 @@ from med_evals.logs.runs import Run, load_selected, select_logs
 from med_evals.outputs.exit_codes import USAGE, CommandError
 from med_evals.outputs.text import terminal
 from med_evals.scorers.abstention import DISPLAY, RATES, abstention_of
+from med_evals.scorers.score_table import resampling_rows
 from med_evals.stats.intervals import bootstrap_difference
 from med_evals.stats.standing import Entry, detectable, detectable_text, standing, trivial_blocks
 
@@ -193,7 +194,8 @@ def _comparison(study: Any, d: Differences, limit: int, n_boot: int,
     pair = d.pair
     headline = detects = None
     if d.test is not None:  # as the report: no valid prediction, no test and no bootstrap
-        boot = bootstrap_difference(pair.a.headline, pair.va, pair.vb, n_boot=n_boot)
+        boot = bootstrap_difference(pair.a.headline, resampling_rows(pair.va),
+                                    resampling_rows(pair.vb), n_boot=n_boot)
         headline = {
             h.name: {"display": h.display, **{k: _number(boot[h.name][k])
                                               for k in ("a", "b", "difference", "lo", "hi")}}

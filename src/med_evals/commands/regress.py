@@ -74,6 +74,7 @@ from med_evals.logs.usage import change_line, from_record, paid_line, usage_reco
 from med_evals.outputs.exit_codes import FAILED, OK, UNDECIDED, USAGE, CommandError
 from med_evals.outputs.files import check_file, write_text
 from med_evals.scorers.classification import metric_values
+from med_evals.scorers.score_table import resampling_rows
 from med_evals.stats import power
 from med_evals.stats.intervals import bootstrap_difference
 from med_evals.stats.standing import detectable, detectable_text, from_baseline
@@ -348,7 +349,8 @@ def compare_run(
                          f"{len(shared)} samples both runs scored (the baseline run has "
                          f"{len(old)}, the new run {len(new)}), as the interval is; each "
                          "log's own numbers are over all of its samples")
-        boot = bootstrap_difference(headline, new_shared, old_shared, n_boot=n_boot,
+        boot = bootstrap_difference(headline, resampling_rows(new_shared),
+                                    resampling_rows(old_shared), n_boot=n_boot,
                                     one_sided=MARGIN_ALPHA if margin is not None else None)
         detects = detectable(study, new_shared, old_shared, boot) if shared else {}
         alone: dict[str, dict[str, Any]] = {}

@@ -51,6 +51,11 @@ class Rows(list[Value]):
 
     table: Table
 
+    def take(self, positions: Sequence[int] | np.ndarray) -> Rows:
+        """The values at ``positions`` (a bootstrap resample: repeats allowed), as the rows of
+        a table whose columns are this table's at those positions (:meth:`Table.take`)."""
+        return self.table.take(positions).rows()
+
 
 class Table:
     """Columns derived from a growing list of dict score values."""
@@ -63,6 +68,9 @@ class Table:
         self._groups: dict[str, dict[str, Table]] = {}
         self._names: dict[str, dict[str, int]] = {}
         self._memo: dict[Hashable, tuple[int, Any]] = {}
+        #: a table of a parent's values at some positions (:meth:`take`): its columns are read
+        #: from the parent's at those positions, each value's code the parent's
+        self._parent: tuple[Table, np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self.values)
@@ -98,6 +106,19 @@ class Table:
                 child = children.setdefault(name, Table())
                 child.extend_values(values[i : i + 1], scores[i : i + 1])
 
+    def take(self, positions: Sequence[int] | np.ndarray) -> Table:
+        """A table of the values at ``positions`` (repeats allowed), whose columns, codes and
+        masks are this table's at those positions: a bootstrap resample reads each value's
+        fields once, in the table it was drawn from, not once per resample. The numbers are
+        those of a table built for the same values (:func:`rows_of`): a label's code is the
+        same in both, and any other value's code (from k on) is only ever compared for
+        equality with another's, never with a label's."""
+        idx = np.asarray(positions, dtype=np.int64)
+        child = Table()
+        child.values = [self.values[i] for i in idx]
+        child._parent = (self, idx)
+        return child
+
     def rows(self) -> Rows:
         rows = Rows(self.values)
         rows.table = self
@@ -106,7 +127,12 @@ class Table:
     def column(self, key: Hashable, fn: Callable[[Value], Any]) -> list[Any]:
         """``[fn(v) for v in values]``, computed once per value; ``key`` names ``fn``."""
         if key not in self._columns:
-            self._columns[key] = (fn, [fn(v) for v in self.values])
+            if self._parent is not None:
+                parent, idx = self._parent
+                whole = parent.column(key, fn)
+                self._columns[key] = (fn, [whole[i] for i in idx])
+            else:
+                self._columns[key] = (fn, [fn(v) for v in self.values])
         return self._columns[key][1]
 
     def memo(self, key: Hashable, fn: Callable[[], Any]) -> Any:
@@ -123,6 +149,10 @@ class Table:
         field coded with the same ``labels`` and ``as_str``, as ``encode`` codes gold and
         predictions together."""
         key = (tuple(labels), as_str)
+        if self._parent is not None:
+            parent, idx = self._parent
+            return self.memo(  # type: ignore[no-any-return]
+                ("codes", field, key), lambda: parent.codes(field, labels, as_str)[idx])
         table = self._codes.setdefault(key, code_table(labels))
 
         def code(v: Value) -> int:
@@ -135,6 +165,10 @@ class Table:
 
     def mask(self, field: str) -> np.ndarray:
         """``bool(v[field])`` of every value."""
+        if self._parent is not None:
+            parent, idx = self._parent
+            return self.memo(  # type: ignore[no-any-return]
+                ("mask", field), lambda: parent.mask(field)[idx])
         column = self.column(("bool", field), lambda v: bool(v[field]))
         return self.memo(  # type: ignore[no-any-return]
             ("mask", field), lambda: np.fromiter(column, bool, len(column))
@@ -211,3 +245,12 @@ def rows_of(values: Sequence[Value]) -> Rows:
     if isinstance(values, Rows):
         return values
     return Table.of_values(values).rows()
+
+
+def resampling_rows(values: Sequence[Any]) -> Sequence[Any]:
+    """``values`` ready to be resampled by :mod:`med_evals.stats.intervals`' bootstraps: the
+    rows of a table (:func:`rows_of`, whose :meth:`Rows.take` reads each value's fields once
+    for all resamples) when every value is a dict, else the values as they are."""
+    if all(isinstance(v, Mapping) for v in values):
+        return rows_of(values)
+    return values

@@ -174,6 +174,16 @@ def _distribution(
     return np.asarray(res.bootstrap_distribution, dtype=float).reshape(width, n_boot)
 
 
+def _taker(values: Sequence[Any]) -> Callable[[Any], list[Any]]:
+    """The values at given positions: the values' own ``take`` where they have one (the rows
+    of a score table: :meth:`med_evals.scorers.score_table.Rows.take`, whose resample reads
+    each value once, not once per resample), else a list of them."""
+    take = getattr(values, "take", None)
+    if callable(take):
+        return take  # type: ignore[no-any-return]
+    return lambda idx: [values[i] for i in idx]
+
+
 def _defined(xs: np.ndarray) -> np.ndarray:
     return xs[~np.isnan(xs)]
 
@@ -224,8 +234,10 @@ def bootstrap_difference(
         return out
     keys = list(fa)
 
+    take_a, take_b = _taker(a), _taker(b)
+
     def stat(ia: np.ndarray, ib: np.ndarray) -> np.ndarray:
-        ra, rb = fn([a[i] for i in ia]), fn([b[i] for i in ib])
+        ra, rb = fn(take_a(ia)), fn(take_b(ib))
         return np.array([float(ra[k]) - float(rb[k]) for k in keys])
 
     dist = _distribution(stat, n, n_boot, seed, len(keys), paired=True)
@@ -254,9 +266,7 @@ def _resampled(
     keys = list(fn(list(values)))
     if clusters is None:
         units = n
-
-        def pick(idx: np.ndarray) -> list[Any]:
-            return [values[i] for i in idx]
+        pick = _taker(values)
     else:
         by_cluster: dict[Any, list[int]] = {}
         for i, c in enumerate(clusters):
@@ -264,8 +274,10 @@ def _resampled(
         members = list(by_cluster.values())
         units = len(members)
 
+        take = _taker(values)
+
         def pick(idx: np.ndarray) -> list[Any]:
-            return [values[i] for c in idx for i in members[c]]
+            return take([i for c in idx for i in members[c]])
 
     def stat(idx: np.ndarray) -> np.ndarray:
         r = fn(pick(idx))

@@ -38,6 +38,7 @@ from typing import Any
 
 from med_evals.logs.labels import Group, ordered_conditions
 from med_evals.logs.pairs import correct
+from med_evals.scorers.score_table import resampling_rows
 from med_evals.stats import power
 from med_evals.stats.intervals import (
     bootstrap_interval,
@@ -183,12 +184,12 @@ def compute_headline_intervals(
                                    known and len(set(mine)) < len(mine))
             continue
         if plain_boot is None:
-            plain_boot = bootstrap_interval(fn, values, n_boot, seed)
+            plain_boot = bootstrap_interval(fn, resampling_rows(values), n_boot, seed)
         clustered = None
         if known:
             if cluster_boot is None:
                 cluster_boot = plain_boot if singletons else bootstrap_interval(
-                    fn, values, n_boot, seed, clusters=sources)
+                    fn, resampling_rows(values), n_boot, seed, clusters=sources)
             clustered = cluster_boot[h.name]
         out[h.name] = Interval(h.name, value, "bootstrap", plain_boot[h.name], len(values),
                                clustered, len(set(sources)) if known else 0,
@@ -444,7 +445,8 @@ def from_baseline(
                        now=power.gate_drop(n, p, alpha=alpha) if n else math.nan)
         else:
             if se is None:
-                se = bootstrap_se(lambda v: study.headline_values(v, task_args), values, n_boot)
+                se = bootstrap_se(lambda v: study.headline_values(v, task_args),
+                                  resampling_rows(values), n_boot)
             now = power.gate_drop_from_se(se[h.name], alpha=alpha)
             row.update(method="bootstrap se", now=now, se=se[h.name])
             if math.isnan(now):

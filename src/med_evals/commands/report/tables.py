@@ -33,6 +33,7 @@ from med_evals.logs.labels import Group, ordered_conditions
 from med_evals.logs.pairs import differences, pairs
 from med_evals.logs.runs import Run
 from med_evals.scorers.classification import metric_values
+from med_evals.scorers.score_table import resampling_rows
 from med_evals.stats.intervals import bootstrap_difference
 from med_evals.stats.standing import detectable
 from med_evals.study.spec import Study
@@ -147,7 +148,8 @@ def paired_rows(study: Study, groups: Sequence[Group], n_boot: int) -> list[dict
             f"{test['a_only']} / {test['b_only']}",
             [("right only in A", test["a_only"]), ("right only in B", test["b_only"])])
         row["McNemar exact p"] = test["p_value"]
-        boot = bootstrap_difference(pair.a.headline, pair.va, pair.vb, n_boot=n_boot)
+        boot = bootstrap_difference(pair.a.headline, resampling_rows(pair.va),
+                                    resampling_rows(pair.vb), n_boot=n_boot)
         for h in study.headline:
             row[f"A − B {h.display} (95% CI)"] = fmt_diff(boot[h.name])
         found = detectable(study, pair.va, pair.vb, boot)
