@@ -259,14 +259,15 @@ def test_a_second_run_into_a_folder_is_refused_and_the_first_pays_once(tmp_path,
         out, _ = first.communicate(timeout=240)
         assert first.returncode == 0, out
         assert server.counts["ok"] == 20  # paid once
-    assert len(list(logs.glob("*.eval"))) == 2
+    # two shard logs (Inspect's shard layout: <name>.shards/<k>/) and the merged log
+    assert len(list(logs.glob("*.shards/*/*.eval"))) == 2 and len(list(logs.glob("*.eval"))) == 1
 
 
 def _samples_in(folder: Path) -> int:
     import zipfile
 
     n = 0
-    for path in folder.glob("*.eval"):
+    for path in folder.glob("*.shards/*/*.eval"):  # each shard's log in its own folder
         try:
             with zipfile.ZipFile(path) as z:
                 n += sum(1 for x in z.namelist() if x.startswith("samples/"))
@@ -297,11 +298,12 @@ def test_a_killed_command_takes_its_shards_with_it_and_a_rerun_resumes_them(tmp_
         _, alive = psutil.wait_procs(shards, timeout=90)
         assert alive == []  # the shards ended with their command
         statuses = sorted(read_eval_log(str(p), header_only=True).status
-                          for p in logs.glob("*.eval"))
+                          for p in logs.glob("*.shards/*/*.eval"))
         assert statuses == ["cancelled", "cancelled"]  # each closed as Ctrl-C closes it
         # the samples each cancelled log kept done (one in flight at the cancel is logged too,
         # with its error: a retry runs it again)
-        done = [s for p in logs.glob("*.eval") for s in read_eval_log(str(p)).samples or []]
+        done = [s for p in logs.glob("*.shards/*/*.eval")
+                for s in read_eval_log(str(p)).samples or []]
         kept = sum(1 for s in done if s.error is None)
         assert kept >= 6 - 2
         asked = server.counts["ok"]
@@ -337,5 +339,6 @@ def test_two_identical_runs_into_one_store_pay_once(tmp_path, monkeypatch, capsy
         assert first.returncode == 0, out
         assert server.counts["ok"] == 20
     logs = [k for k in s3.keys(store) if k.endswith(".eval")]
-    assert len(logs) == 2  # one run, two shards
+    # one run: two shards (each in <name>.shards/<k>/) and their merged log
+    assert len([k for k in logs if ".shards/" in k]) == 2 and len(logs) == 3
     assert not any(k.endswith(f"{FOLDER}/{NAME}") for k in s3.keys(store))  # released

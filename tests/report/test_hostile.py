@@ -203,7 +203,11 @@ def test_csv_exports_split_no_row_and_hold_no_formula_or_raw_control(runs, repor
     assert csv_text(label) in cells and csv_text(hostile.MODEL) in " ".join(cells)
     assert csv_text(hostile.REPLIES["cr"]) == "POSITIVE\\r=cmd|' /C calc'!A0"
     assert csv_text(hostile.REPLIES["cr"]) in cells
-    assert hostile.REPLIES["scripts"].replace("\u200f", "\\u200f") in cells  # UTF-8 as it is
+    # UTF-8 as it is, but the invisible format characters (a bidi mark, the emoji's zero-width
+    # joiner: Unicode's Cf, shown as escapes everywhere since two model names differing by one
+    # printed alike)
+    assert hostile.REPLIES["scripts"].replace("\u200f", "\\u200f").replace(
+        "\u200d", "\\u200d") in cells
     assert not [c for c in cells if c.startswith("=cmd")]
 
 

@@ -341,9 +341,11 @@ JURY_RATINGS = {
 
 
 def _judge_run(task_args, roles, log_dir):
+    """The judge task run with ``task_args``, logging every grader's numbers (``metrics=full``;
+    its default logs the jury's: tests/test_recorded_metrics.py)."""
     [log] = inspect_eval(
         counterfactual_judges,
-        task_args=task_args,
+        task_args={"metrics": "full", **task_args},
         model="mockllm/model",
         model_roles=roles,
         display="none",

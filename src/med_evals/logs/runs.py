@@ -24,8 +24,9 @@ the same values or costs more (issue 42, figures from ``python bench/bench_readb
   JSON text it gives, but a summary holds no reply, no message sent and no model call, and
   thins metadata (strings over 1,000 characters shortened, whitespace collapsed); every
   command needs those (the report's per-sample differences, the gate's digests, tokens per
-  call), so the samples are read all the same, and ``samples_df`` alone took READERS_SDF
-  beside READERS_OURS for this whole reader;
+  call), so the samples are read all the same, and ``evals_df`` with ``samples_df`` took
+  6.2 s of CPU and 426 MB at peak beside 18.5 s and 357 MB for this whole reader: on top of
+  it, not instead (2026-12-03; docs/performance.md, "Reading a run back");
 - ``evals_df`` flattens the header into columns: a task argument given as ``None`` reads as
   pandas' ``NA`` (``{"subset": None}`` is not ``{"subset": NA}``: another setup), the
   generation settings of the plan (``log.plan.config``: temperature, max_tokens, a system

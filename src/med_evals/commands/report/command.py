@@ -6,7 +6,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from med_evals.commands.console import print_lines
+from med_evals.commands.console import price_notes, print_lines
 from med_evals.outputs.exit_codes import FAILED, USAGE, CommandError
 from med_evals.outputs.text import terminal
 
@@ -28,6 +28,7 @@ def report_command(logs: Sequence[str | Path], out: str, allow_mixed: bool = Fal
     except (ReportError, LogPathError) as ex:  # LogPathError: an s3://... it cannot list
         raise CommandError(str(ex), USAGE) from None
     print_lines("skipped", result.skipped)
+    price_notes(priced, result.models)  # a --prices entry that names no model: a typo
     print_lines("warning", result.warnings)
     print_lines("note", result.notes)
     print(terminal(f"wrote {result.markdown}, {result.html}, {len(result.figures)} figures and "
