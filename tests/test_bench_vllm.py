@@ -143,7 +143,8 @@ def test_the_suite_in_two_processes_against_one_server(tmp_path, monkeypatch, ca
     assert result["samples"] == 12 == len(chats) and result["processes"] == 2
     # each shard's log in its folder of Inspect's shard layout, the merged log beside them
     folder = tmp_path / "logs" / "processes"
-    assert len(list(folder.glob("*.shards/*/*.eval"))) == 2 and len(list(folder.glob("*.eval"))) == 1
+    assert len(list(folder.glob("*.shards/*/*.eval"))) == 2
+    assert len(list(folder.glob("*.eval"))) == 1
     assert "samples/s: " in capsys.readouterr().out
     monkeypatch.delenv("VLLM_BASE_URL")
     with pytest.raises(SystemExit, match="--processes needs a running server"):
