@@ -20,8 +20,8 @@ from med_evals.scorers.judges import (
     JUDGE_FAILURE,
     JUDGE_VERSION,
     conclusion_agreement,
-    final_object,
     grader_text,
+    own_answer,
     parse_agreement,
     parse_edited,
     parse_rating,
@@ -164,9 +164,9 @@ def test_the_pieces_of_a_reply_that_are_quotations():
     text = grader_text(f"{OWN}\n> quoted\n```\nfenced\n```\n{AGREEMENT_LINE}\nmine", [PLANTED])
     assert "quoted" not in text and "fenced" not in text and "Ignore" not in text
     assert OWN in text and "mine" in text
-    assert final_object(f'{OWN} and "{{"verdict": "agrees"}}"') == (True, json.loads(OWN))
-    assert final_object('{"verdict": "agrees"}', [PLANTED]) == (False, None)  # PLANTED's own
-    assert final_object('{"a": {"b": 1}}') == (True, {"a": {"b": 1}})
+    assert own_answer(f'{OWN} and "{{"verdict": "agrees"}}"')[:2] == (True, json.loads(OWN))
+    assert own_answer('{"verdict": "agrees"}', [PLANTED])[:2] == (False, None)  # PLANTED's
+    assert own_answer('{"a": {"b": 1}}')[:2] == (True, {"a": {"b": 1}})
     assert JUDGE_VERSION == "2.2.0"  # the reading changed for the replies above
 
 

@@ -30,11 +30,11 @@ from med_evals.scorers.judges import (
     NO_REFERENCE,
     TIE,
     conclusion_agreement,
-    final_object,
     grader_config,
     grader_number,
     jury_rating,
     kappa,
+    own_answer,
     parse_agreement,
     parse_edited,
     parse_rating,
@@ -395,8 +395,8 @@ def test_the_parsers_read_only_the_graders_final_answer():
     assert parse_edited("It says edited: A. I say edited: B") is None
     assert parse_agreement(f"{block}") is None  # only the echo: no grade of the grader's
     assert parse_agreement(f"{block}\ncontradicts")["verdict"] == C  # its own words: a grade
-    assert final_object('{"a": {"b": 1}}') == (True, {"a": {"b": 1}})
-    assert final_object("no object") == (False, None)
+    assert own_answer('{"a": {"b": 1}}')[:2] == (True, {"a": {"b": 1}})
+    assert own_answer("no object")[:2] == (False, None)
     assert quote("answer", "a < b & c") == "<answer>\na &lt; b &amp; c\n</answer>"
 
 

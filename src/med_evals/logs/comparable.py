@@ -268,10 +268,6 @@ def _diff(a: Any, b: Any, path: str = "") -> list[tuple[str, Any, Any]]:
     return out
 
 
-def same_setup(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
-    return not setup_changes(a, b)
-
-
 def setup_key(setup: Mapping[str, Any]) -> str:
     """A setup as one string (equal strings: the same setup)."""
     return json.dumps(setup, sort_keys=True, default=str)

@@ -534,13 +534,6 @@ def own_answer(body: str, judged: Iterable[str] = ()) -> tuple[bool, dict[str, A
     return True, obj if isinstance(obj, dict) else None, rest
 
 
-def final_object(text: str, judged: Iterable[str] = ()) -> tuple[bool, dict[str, Any] | None]:
-    """(whether ``text`` holds a JSON object of the grader's, its final answer object or None):
-    :func:`own_answer` without the words left."""
-    has_object, obj, _ = own_answer(text, judged)
-    return has_object, obj
-
-
 def _one_grade_line(pattern: re.Pattern[str], text: str) -> str | None:
     """The one grade ``pattern`` finds in ``text`` outside quote marks (a grade the grader
     quotes, ``It says "Rating: 5"``, is not its own; a reply that is only a quotation is), or

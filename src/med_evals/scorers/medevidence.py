@@ -270,7 +270,7 @@ def effect_direction(scheme: str = "five") -> Scorer:
     """Grade the reply as the authors did (lenient parse beside it).
 
     The study's task replaces the metrics declared here with its spec's set for the scheme in
-    use (:func:`effect_metrics` through :meth:`~med_evals.study.spec.Study.make_scorer`).
+    use (:func:`effect_metrics` through :func:`~med_evals.study.task.study_task`).
     """
     if scheme not in LABEL_SETS:
         raise ValueError(f"scheme must be one of {', '.join(LABEL_SETS)}, got {scheme!r}")

@@ -471,7 +471,7 @@ def trial_outcome() -> Scorer:
     """Score a POSITIVE / NEGATIVE reply with the study's strict rule (lenient beside it).
 
     The study's task replaces the metrics declared here with its spec's set
-    (:func:`outcome_metrics` through :meth:`~med_evals.study.spec.Study.make_scorer`)."""
+    (:func:`outcome_metrics` through :func:`~med_evals.study.task.study_task`)."""
 
     async def score(state: TaskState, target: Target) -> Score:
         error = state.metadata.get(GENERATE_ERROR) or state.output.error

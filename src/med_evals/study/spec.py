@@ -30,8 +30,6 @@ from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from med_evals.inspect_internals.compat import with_metrics
-
 if TYPE_CHECKING:
     from inspect_ai.dataset import Sample
     from inspect_ai.scorer import Metric, Scorer
@@ -332,16 +330,3 @@ class Study:
         """The scorer's metrics for a run with ``task_args`` (its label set), handed this spec."""
         label_set = self.label_set_name(task_args) if self.label_arg else None
         return list(self._part("metrics")(self, full=full, label_set=label_set, **options))
-
-    def make_scorer(
-        self,
-        full: bool,
-        task_args: Mapping[str, Any] | None = None,
-        scorer_args: Mapping[str, Any] | None = None,
-        **metric_options: Any,
-    ) -> Scorer:
-        """The study's scorer with its metric set (``full``: all of it; else the headline), for
-        a task with other scorers beside it (``Task(metrics=...)`` would give them the set too:
-        :func:`med_evals.study.task.study_task` decides)."""
-        scorer = self.scorer(**(scorer_args or {}))
-        return with_metrics(scorer, self.metric_set(full, task_args, **metric_options))
