@@ -85,6 +85,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     parent, inspect_args = int(args[0]), args[1:]
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # the signals that stop a shard, delivered whatever mask it inherited (a blocked signal
+    # stays blocked across fork and exec): after tests/test_interrupts.py and
+    # tests/test_main_job.py in one test process, a run's orphaned shards did not stop on the
+    # SIGINT they raised and were killed after GRACE, their logs never closed; unblocked
+    # here, they close as cancelled (which earlier state blocked it was not found)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM, ORPHANED})
     end_with_parent(parent)
     sys.argv = ["inspect", *inspect_args]
     with sigterm_as_ctrl_c():
