@@ -16,8 +16,6 @@ from markdown_it import MarkdownIt
 from med_evals.outputs.text import (
     BIDI_CONTROLS,
     FORMAT_RANGES,
-    LATEX_ESCAPES,
-    LATEX_LIGATURE,
     LATEX_PRINTS,
     LATEX_RUN,
     csv_cell,
@@ -31,6 +29,7 @@ from med_evals.outputs.text import (
     terminal,
 )
 
+from .report.exported import untex_text
 from .report.hostile import NASTY, random_strings
 
 STRINGS = NASTY + random_strings()
@@ -308,22 +307,6 @@ def test_csv_frame_keeps_a_count_beside_a_missing_value_an_integer():
 _TEX_SPECIAL = re.compile(r"(?<!\\)[&%$#_{}~^]|(?<!\\)\\(?![&%$#_{}]|text|ensuremath|ldots)")
 
 
-def _untex(text: str) -> str:
-    out, i = [], 0
-    pairs = {**LATEX_ESCAPES, **LATEX_LIGATURE}.items()
-    commands = sorted(((tex, char) for char, tex in pairs), key=lambda p: -len(p[0]))
-    while i < len(text):
-        for tex, char in commands:
-            if text.startswith(tex, i):
-                out.append(char)
-                i += len(tex)
-                break
-        else:
-            out.append(text[i])
-            i += 1
-    return "".join(out)
-
-
 _OURS = (r"\\(textbackslash|textasciitilde|textasciicircum|textless|textgreater|textbar|"
          r"textasciigrave|ldots|allowbreak)\{\}|\\ensuremath\{(\\?[a-z-]+|\^\{[0-9]\})\}|"
          r"\\[&%$#_{}]|[-']\{\}")
@@ -347,7 +330,7 @@ def test_latex_text_prints_every_text_as_it_reads_and_runs_no_command():
             assert not re.search(r"[\\&%$#_{}~^`]", bare), (repr(s), out)
             # read back (dashes and quotes included: ``--`` only where the text had ``–``)
             # (each segment apart: a break point keeps ``-`` and ``-`` from becoming ``--``)
-            back = "".join(_untex(part) for part in out.split(r"\allowbreak{}"))
+            back = "".join(untex_text(part) for part in out.split(r"\allowbreak{}"))
             assert back == latex_printed(s), repr(s)
             # nothing the engine cannot print in a plain article
             assert set(out) <= LATEX_PRINTS, repr(s)

@@ -127,23 +127,27 @@ def untex(cell: str) -> str:
     """A cell as it prints: our alignment and break points left out, every escape of
     :data:`~med_evals.outputs.text.LATEX_ESCAPES` read back (segment by segment: a break point
     keeps two hyphens apart)."""
+    cell = re.sub(r"^\\ragged(right|left) ", "", cell.strip())
+    return "".join(untex_text(part) for part in cell.split(r"\allowbreak{}"))
+
+
+def untex_text(text: str) -> str:
+    """``text`` with every escape of :data:`~med_evals.outputs.text.LATEX_ESCAPES` (and the
+    ligature breaks) read back, the longest escape first."""
     from med_evals.outputs.text import LATEX_ESCAPES, LATEX_LIGATURE
 
-    cell = re.sub(r"^\\ragged(right|left) ", "", cell.strip())
     pairs = sorted(((t, c) for c, t in {**LATEX_ESCAPES, **LATEX_LIGATURE}.items()),
                    key=lambda p: -len(p[0]))
-    out = []
-    for part in cell.split(r"\allowbreak{}"):
-        i = 0
-        while i < len(part):
-            for tex, char in pairs:
-                if part.startswith(tex, i):
-                    out.append(char)
-                    i += len(tex)
-                    break
-            else:
-                out.append(part[i])
-                i += 1
+    out, i = [], 0
+    while i < len(text):
+        for tex, char in pairs:
+            if text.startswith(tex, i):
+                out.append(char)
+                i += len(tex)
+                break
+        else:
+            out.append(text[i])
+            i += 1
     return "".join(out)
 
 
