@@ -200,9 +200,11 @@ def run_processes(args: argparse.Namespace, data_file: Path, server: str, log_di
     wall = time.perf_counter() - start
     if done.returncode:
         raise SystemExit(f"med-evals run failed (exit {done.returncode}): {done.stderr[-2000:]}")
-    # the shards' logs (med-evals run's merged log beside them holds the same samples again)
-    logs = [read_eval_log(info.name) for info in list_eval_logs(str(folder))]
-    samples = [s for log in logs if not log.eval.shards for s in log.samples or []]
+    # the shards' logs (med-evals run's merged log beside them holds the same samples again:
+    # known from its header, and not read)
+    shard_logs = [info.name for info in list_eval_logs(str(folder))
+                  if not read_eval_log(info.name, header_only=True).eval.shards]
+    samples = [s for name in shard_logs for s in read_eval_log(name).samples or []]
     return samples, wall, str(folder)
 
 

@@ -174,6 +174,12 @@ def _distribution(
     return np.asarray(res.bootstrap_distribution, dtype=float).reshape(width, n_boot)
 
 
+def _whole(values: Sequence[Any]) -> list[Any]:
+    """``values`` as a list: a list as it is (the rows of a score table keep their table, whose
+    columns the resamples then read: :func:`_taker`), any other sequence copied."""
+    return values if isinstance(values, list) else list(values)
+
+
 def _taker(values: Sequence[Any]) -> Callable[[Any], list[Any]]:
     """The values at given positions: the values' own ``take`` where they have one (the rows
     of a score table: :meth:`med_evals.scorers.score_table.Rows.take`, whose resample reads
@@ -221,7 +227,7 @@ def bootstrap_difference(
     """
     if len(a) != len(b):
         raise ValueError("paired value lists differ in length")
-    fa, fb = fn(list(a)), fn(list(b))
+    fa, fb = fn(_whole(a)), fn(_whole(b))
     out = {
         k: {"a": float(fa[k]), "b": float(fb[k]), "difference": float(fa[k] - fb[k])} for k in fa
     }
@@ -263,7 +269,7 @@ def _resampled(
     n = len(values)
     if clusters is not None and len(clusters) != n:
         raise ValueError("values and clusters differ in length")
-    keys = list(fn(list(values)))
+    keys = list(fn(_whole(values)))
     if clusters is None:
         units = n
         pick = _taker(values)
