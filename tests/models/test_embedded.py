@@ -58,13 +58,27 @@ def test_data_are_checked_before_the_model_loads(gguf, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_the_gguf_read_here_is_transformers_own_reading(gguf):
+def test_the_gguf_read_here_is_transformers_own_reading(gguf, monkeypatch):
     """The configuration, tokens, weights and buffers read here are exactly those of
     transformers' GGUF loader (``from_pretrained(gguf_file=...)``)."""
+    import gguf as gguf_py
     import torch
     import transformers
 
-    # the runtime the provider loads (once per process: the earlier tests' load, if any)
+    # transformers parses the file's metadata once for the configuration, once for the weights
+    # and once for the tokenizer (4 s each, in Python); one parse serves all three here, the
+    # reader being read-only (a memory map and the fields read from it)
+    readers: dict[str, object] = {}
+    parse = gguf_py.GGUFReader
+
+    def parse_once(path, *args):  # noqa: ANN001, ANN202
+        if args:  # another mode than the read-only default
+            return parse(path, *args)
+        if str(path) not in readers:
+            readers[str(path)] = parse(path)
+        return readers[str(path)]
+
+    monkeypatch.setattr(gguf_py, "GGUFReader", parse_once)
     runtime = embedded_runtime.load_runtime(gguf, "transformers", None, "float32")
     ours = runtime.model
     kw = {"gguf_file": gguf.name, "local_files_only": True}
@@ -92,6 +106,7 @@ def test_the_gguf_read_here_is_transformers_own_reading(gguf):
                 for t in (runtime.tokenizer, tokenizer)
             ]
             assert ids[0] == ids[1]
+    assert list(readers) == [str(gguf)]  # transformers read the file through the one parse
 
 
 def test_unpermute_undoes_llama_cpps_query_key_permutation():

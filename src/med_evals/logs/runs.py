@@ -223,6 +223,9 @@ class LogSelection:
     mtimes: dict[str, float] = field(default_factory=dict)
     #: each log's task and model as its header names them (the logs whose header was read)
     headers: dict[str, tuple[str, str]] = field(default_factory=dict)
+    #: the header of each finished log as read here, handed to :func:`load_selected_run` (and
+    #: dropped there), so that a log's header is parsed once per command
+    finished_headers: dict[str, EvalLog] = field(default_factory=dict)
     #: finished log -> the other logs of its eval (killed, recovered, errored attempts): what
     #: the eval paid for before its finished attempt (:func:`med_evals.logs.usage.paid_usage`)
     attempts: dict[str, list[str]] = field(default_factory=dict)
@@ -268,6 +271,7 @@ def select_logs(paths: Iterable[str | Path], strict: bool = False) -> LogSelecti
         keep = (done or logs)[-1]
         if done:
             out.finished.append(keep[0])
+            out.finished_headers[keep[0]] = keep[1]
             out.attempts[keep[0]] = [p for p, _ in logs if p != keep[0]]
         else:
             path, header = keep
@@ -390,7 +394,7 @@ def _plain(value: Any) -> Any:
 
 def load_run(
     path: str, scorer: str | None = None, attempts: Sequence[str] = (),
-    header: tuple[str, str] | None = None,
+    header: tuple[str, str] | None = None, read: EvalLog | None = None,
 ) -> Run:
     """A run from one log, or :class:`LogSkipped` saying why it cannot be used
     (:class:`LogUnreadable`: its header or samples cannot be read, or a record is over the read
@@ -398,10 +402,11 @@ def load_run(
     header named them). The header is read first (a log of another task is skipped unread),
     then its samples one chunk at a time (:class:`_Kept`: what the run keeps of each).
     ``attempts``: the other logs of its eval (a killed attempt before an ``eval-retry``), read
-    for what the eval paid for (:attr:`Run.paid`)."""
+    for what the eval paid for (:attr:`Run.paid`). ``read``: its header, read already (by
+    :func:`select_logs`)."""
     task, model = header if header else (None, None)
     try:
-        log = read_header(path)
+        log = read if read is not None else read_header(path)
     except Exception as ex:  # noqa: BLE001 - an unreadable file is reported, not fatal
         raise LogUnreadable(f"{path}: unreadable log ({_one_line(ex)})",
                             task if task in STUDIES else None, model) from None
@@ -971,7 +976,8 @@ def load_selected_run(selection: LogSelection, path: str) -> Run:
     """:func:`load_run` of one finished log of a selection, with its eval's other attempts and
     its header's task and model (for :class:`LogUnreadable`) and write time."""
     run = load_run(path, attempts=selection.attempts.get(path, ()),
-                   header=selection.headers.get(path))
+                   header=selection.headers.get(path),
+                   read=selection.finished_headers.pop(path, None))
     run.mtime = selection.mtimes.get(path)
     return run
 

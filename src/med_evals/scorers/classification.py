@@ -26,7 +26,6 @@ from typing import Any, cast
 
 import numpy as np
 from inspect_ai.scorer import Metric, SampleScore, Score, metric
-from sklearn.metrics import accuracy_score, confusion_matrix
 
 from med_evals.inspect_internals.compat import registry_unqualified_name
 from med_evals.scorers.labels import ERROR, INVALID
@@ -107,10 +106,23 @@ def encode(
 
 
 def accuracy_codes(g: np.ndarray, p: np.ndarray) -> float:
-    """Accuracy: scikit-learn's ``accuracy_score`` of integer codes (NaN for no samples). The
-    one accuracy computation of the package: every accuracy, of every study, per group or
-    overall, logged, reported or gated, is this call."""
-    return float(accuracy_score(g, p)) if len(g) else math.nan
+    """Accuracy of integer codes (NaN for no samples): scikit-learn's ``accuracy_score`` as it
+    computes it for one label per sample, the mean of ``g == p`` in float64, without its input
+    checks (most of the time of a bootstrap's resample). The one accuracy computation of the
+    package: every accuracy, of every study, per group or overall, logged, reported or gated,
+    is this call; ``tests/scorers/test_classification.py`` checks it is scikit-learn's, bit for
+    bit, on random codes."""
+    return float(np.mean(g == p)) if len(g) else math.nan
+
+
+def confusion_codes(g: np.ndarray, p: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` x ``k`` confusion counts of codes ``0 .. k-1`` (rows gold, columns predicted):
+    scikit-learn's ``confusion_matrix(g, p, labels=range(k))``, which leaves out a sample whose
+    gold or predicted code is not one of them, counted with ``np.bincount`` (checked against
+    scikit-learn in ``tests/scorers/test_classification.py``)."""
+    keep = (g >= 0) & (g < k) & (p >= 0) & (p < k)
+    cells = np.bincount(g[keep] * k + p[keep], minlength=k * k)
+    return cells.reshape(k, k)
 
 
 def f1_of_codes(g: np.ndarray, p: np.ndarray, codes: Sequence[int]) -> np.ndarray:
@@ -253,7 +265,7 @@ def confusion_of(values: Sequence[Value], labels: Sequence[str]) -> dict[str, in
     if not values:
         return {}
     g, p = label_codes(values, cols)
-    cm = confusion_matrix(g, p, labels=list(range(len(cols))))
+    cm = confusion_codes(g, p, len(cols))
     return {f"{g}>{p}": int(cm[i, j]) for i, g in enumerate(labels) for j, p in enumerate(cols)}
 
 

@@ -42,12 +42,12 @@ from inspect_ai.scorer import (
     scorer,
 )
 from inspect_ai.solver import TaskState
-from sklearn.metrics import confusion_matrix
 
 from med_evals.scorers.classification import (
     accuracy_codes,
     accuracy_valid,
     condition_metric,
+    confusion_codes,
     encode,
     f1_per_label_codes,
     headline,
@@ -168,7 +168,7 @@ def binary_estimates(
         t, p = encode(y_true, y_pred, labels[:2])
         if (t >= 2).any() or (p >= 2).any():
             raise ValueError(f"binary_estimates takes only {labels[0]} / {labels[1]} labels")
-        cm = confusion_matrix(t, p, labels=[0, 1])
+        cm = confusion_codes(t, p, 2)
         # accuracy and macro-F1 as every study's (:mod:`~med_evals.scorers.classification`);
         # macro-F1 and the F1 of labels[0] from one call of the F1 computation (the
         # regression gate's bootstrap calls this function twice per resample)
