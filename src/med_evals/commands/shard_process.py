@@ -41,8 +41,20 @@ GRACE = 60.0
 WATCH = 1.0
 
 
+#: whether :func:`_orphaned` has run: it acts once
+_stopping = threading.Event()
+
+
 def _orphaned(signum: int, frame: FrameType | None) -> None:
-    """Stop as Ctrl-C stops Inspect; killed if still running after :data:`GRACE` s."""
+    """Stop as one Ctrl-C stops Inspect; killed if still running after :data:`GRACE` s.
+
+    Once only: :data:`ORPHANED` came twice to a shard whose command was killed, and the second
+    SIGINT is a second Ctrl-C to Inspect (asyncio's runner raises ``KeyboardInterrupt`` at once,
+    click prints "Aborted!") that ends the shard before its log is closed as ``cancelled``
+    (found with ``tests/test_run_lock.py``'s killed command, its logs left ``started``)."""
+    if _stopping.is_set():
+        return
+    _stopping.set()
     timer = threading.Timer(GRACE, lambda: os.kill(os.getpid(), signal.SIGKILL))
     timer.daemon = True
     timer.start()
