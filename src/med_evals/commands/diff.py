@@ -22,7 +22,6 @@ import shlex
 from collections.abc import Sequence
 from typing import Any
 
-from med_evals.commands.report.build import N_BOOT
 from med_evals.logs.files import LogPathError, log_name
 from med_evals.logs.labels import Group, check_comparable, run_labels
 from med_evals.logs.pairs import (
@@ -41,7 +40,7 @@ from med_evals.outputs.exit_codes import USAGE, CommandError
 from med_evals.outputs.text import terminal
 from med_evals.scorers.abstention import DISPLAY, RATES, abstention_of
 from med_evals.scorers.score_table import resampling_rows
-from med_evals.stats.intervals import bootstrap_difference
+from med_evals.stats.intervals import N_BOOT, bootstrap_difference
 from med_evals.stats.standing import Entry, detectable, detectable_text, standing, trivial_blocks
 
 

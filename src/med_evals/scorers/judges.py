@@ -86,9 +86,6 @@ from inspect_ai.scorer import (
 )
 from inspect_ai.solver import TaskState
 from inspect_ai.util import collect
-from scipy.stats import binomtest
-from sklearn.metrics import cohen_kappa_score
-from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
 
 from med_evals.data.reference_text import reference_text
 from med_evals.inspect_internals.compat import InputError, active_generate_config
@@ -258,7 +255,11 @@ def kappa(items: Sequence[Sequence[Hashable]]) -> float:
     if not items or len({g for row in items for g in row}) < 2:
         return math.nan
     if len(items[0]) == 2:
+        from sklearn.metrics import cohen_kappa_score  # here: a task's import stays light
+
         return float(cohen_kappa_score([row[0] for row in items], [row[1] for row in items]))
+    from statsmodels.stats.inter_rater import aggregate_raters, fleiss_kappa
+
     codes = {g: i for i, g in enumerate(sorted({g for row in items for g in row}, key=str))}
     table, _ = aggregate_raters(np.array([[codes[g] for g in row] for row in items]))
     with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -758,6 +759,8 @@ def plausibility_summary(full: bool = True) -> Metric:
 
 
 def _detect_numbers(vals: list[dict[str, Any]]) -> dict[str, float]:
+    from scipy.stats import binomtest  # here: a task's import stays light
+
     judged = [v for v in vals if v["picked"] in ("A", "B")]
     hits = sum(int(v["picked"] == v["edited"]) for v in judged)
     pr = proportion_with_intervals(hits, len(judged))

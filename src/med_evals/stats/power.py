@@ -63,7 +63,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.stats import binom, norm
 
 ALPHA = 0.05
 POWER = 0.80
@@ -71,6 +70,8 @@ POWER = 0.80
 
 def z_sum(alpha: float = ALPHA, power: float = POWER) -> float:
     """``c = z_{1-alpha/2} + z_{power}``: 1.9600 + 0.8416 = 2.8016 by default."""
+    from scipy.stats import norm  # SciPy where used: importing the CLI stays light
+
     return float(norm.ppf(1 - alpha / 2) + norm.ppf(power))
 
 
@@ -226,6 +227,8 @@ def exact_mcnemar_power(
         raise ValueError("need |difference| <= discordance <= 1")
     if discordance == 0 or n <= 0:
         return 0.0
+    from scipy.stats import binom
+
     share = (discordance + difference) / (2 * discordance)
     total = 0.0
     for d in range(1, n + 1):

@@ -29,8 +29,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
-from statsmodels.stats.multitest import multipletests
-
 from med_evals.stats.intervals import mcnemar_exact
 
 ALPHA = 0.05
@@ -75,6 +73,8 @@ def pair_tests(
     raw = [mcnemar_exact(correct[a], correct[b]) for a, b in pairs]
     if not pairs:
         return []
+    from statsmodels.stats.multitest import multipletests  # where used: the CLI stays light
+
     reject, adjusted, _, _ = multipletests([t["p_value"] for t in raw], alpha, method="holm")
     out = []
     for (a, b), t, rej, p_adj in zip(pairs, raw, reject, adjusted, strict=True):

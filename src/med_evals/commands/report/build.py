@@ -41,11 +41,9 @@ from med_evals.logs.labels import Group, ReportError, check_comparable, group_ru
 from med_evals.logs.runs import Run, load_selected, select_logs
 from med_evals.outputs.exit_codes import CommandError
 from med_evals.outputs.files import check_folder, make_folder, stale_entries, temp_name, umask
+from med_evals.stats.intervals import N_BOOT  # the report's resamples: diff's too
 from med_evals.stats.standing import entries, headline_intervals
 from med_evals.tasks import HEALTHFC, MEDEVIDENCE, MEDREQAL, ONCOLOGY_RCT, STUDIES, Study
-
-#: Paired bootstrap resamples: enough for a 95% interval's first decimal, quick on CI.
-N_BOOT = 200
 
 Section = Callable[[Context, Study, Sequence[Group]], None]
 #: the section of each study (HealthFC shares MedREQAL's); a study without one gets the generic
