@@ -16,7 +16,6 @@ from typing import Any
 
 import httpx2
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
 from inspect_ai.model import BatchConfig, GenerateConfig, Model, get_model
 
@@ -26,6 +25,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import FIXTURES
 from .oncology_support import install_fixture
+from .support.evals import inspect_eval
 from .support.fake_openai import FakeOpenAIServer
 
 MEDREQAL_FIXTURE = FIXTURES / "medreqal_fixture.csv"

@@ -18,14 +18,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
-from inspect_ai import eval_set
 from inspect_ai.log import list_eval_logs, read_eval_log
 
 from med_evals.inspect_internals.compat import InputError, parse_cli_config
 
 from .oncology_support import FIXTURE_CSV
 from .support import INSPECT
+from .support.evals import eval_set, inspect_eval
 
 
 def inspect_run(tmp: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:

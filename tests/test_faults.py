@@ -6,7 +6,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.report import build_report
@@ -16,6 +15,7 @@ from med_evals.tasks.oncology_rct import oncology_rct, read_trials
 
 from .conftest import replying
 from .oncology_support import FIXTURE_CSV, big_fixture_csv, install_fixture
+from .support.evals import inspect_eval
 from .support.fake_openai import FakeOpenAIServer
 
 SECRET = "sk-test-DO-NOT-LEAK-0123456789"

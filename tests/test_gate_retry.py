@@ -9,8 +9,6 @@ import time
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
-from inspect_ai import eval_retry
 from inspect_ai.log import list_eval_logs, read_eval_log, recover_eval_log
 
 from med_evals.commands.cli import main as cli_main
@@ -18,6 +16,7 @@ from med_evals.commands.report import build_report
 
 from .oncology_support import big_fixture_csv, install_fixture
 from .support import INSPECT, NB
+from .support.evals import eval_retry, inspect_eval
 from .support.fake_openai import FakeOpenAIServer
 
 pytestmark = pytest.mark.slow  # subprocesses and a kill

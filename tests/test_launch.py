@@ -71,9 +71,9 @@ def test_a_task_it_cannot_shard_is_one_line(capsys, tmp_path):
 
 
 def _claims(tmp_path: Path, n: int = 3) -> list[str]:
-    """-T arguments of a HealthFC run on ``n`` made-up claims (no BERTScore)."""
+    """-T arguments of a HealthFC run on ``n`` made-up claims (no ROUGE-L or BERTScore)."""
     return ["-T", f"data_file={healthfc_csv(tmp_path / 'claims.csv', n=n)}", "-T",
-            "bertscore=false"]
+            "generation_scoring=false"]
 
 
 @pytest.mark.parametrize("flags, line", [
@@ -243,7 +243,7 @@ def test_two_processes_finish_750_claims_as_one_run(tmp_path, monkeypatch, capsy
     logs = tmp_path / "logs"
     with FakeOpenAIServer(reply=verdict_reply) as server:
         argv = ["run", "healthfc", "--processes", "2", "--log-dir", str(logs), "-T",
-                f"data_file={claims}", "-T", "bertscore=false", *FAKE, "--model-base-url",
+                f"data_file={claims}", "-T", "generation_scoring=false", *FAKE, "--model-base-url",
                 server.base_url, "--max-connections", "32"]
         assert cli_main(argv) == 0
         out, err = capsys.readouterr()
@@ -318,7 +318,7 @@ def test_a_killed_shard_is_named_then_resumed(tmp_path, monkeypatch, capsys):
     result: list[int] = []
     with FakeOpenAIServer(reply=verdict_reply, latency=0.3) as server:
         argv = ["run", "healthfc", "--processes", "2", "--log-dir", str(logs), "-T",
-                f"data_file={claims}", "-T", "bertscore=false", *FAKE, "--model-base-url",
+                f"data_file={claims}", "-T", "generation_scoring=false", *FAKE, "--model-base-url",
                 server.base_url, "--max-connections", "1", "--log-buffer", "3"]
         thread = threading.Thread(target=lambda: result.append(cli_main(argv)))
         thread.start()
@@ -396,11 +396,10 @@ def test_the_slurm_and_kubernetes_recipes_into_one_store(tmp_path, monkeypatch):
     piece."""
     import os
 
-    from inspect_ai import eval as inspect_eval
-
     from med_evals.tasks.oncology_rct import oncology_rct
 
     from .oncology_support import big_fixture_csv, install_fixture
+    from .support.evals import inspect_eval
     from .support.s3 import s3_server
 
     slurm, job = _recipes()

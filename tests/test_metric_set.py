@@ -8,7 +8,6 @@ import math
 from collections.abc import Iterator
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 from inspect_ai.scorer import Metric, SampleScore, metric
 from sklearn.metrics import cohen_kappa_score
@@ -22,6 +21,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import replying
 from .oncology_support import install_fixture
+from .support.evals import inspect_eval
 
 
 @metric

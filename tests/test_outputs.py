@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.cli import main as cli_main
@@ -31,6 +30,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from .conftest import replying
 from .oncology_support import follower as _follower
 from .oncology_support import install_fixture
+from .support.evals import inspect_eval
 
 
 @pytest.fixture(scope="module")

@@ -81,11 +81,12 @@ def test_installed_copy_reads_its_own_data_outside_the_checkout(wheel, tmp_path)
 def test_installed_copy_reports_the_shipped_published_tables(wheel, tmp_path):
     """A report built by the installed copy, outside the checkout and without any reference
     folder, shows MedREQAL's published rows: they come from the wheel."""
-    from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
     from med_evals.tasks.medreqal import medreqal
     from tests.conftest import replying
+
+    from .support.evals import inspect_eval
 
     logs = tmp_path / "logs"
     inspect_eval(

@@ -198,7 +198,7 @@ def test_every_task_refuses_an_unknown_parameter(task_fn, tmp_path, monkeypatch)
 def test_the_log_records_the_same_task_args_as_before(tmp_path):
     """**unknown adds nothing to the task_args Inspect records (the report and the gate read
     them): every named parameter with its value, and the passed ones as passed."""
-    from inspect_ai import eval as inspect_eval
+    from .support.evals import inspect_eval
 
     (log,) = inspect_eval(
         "med_evals/oncology_rct", task_args={"trials_file": str(FIXTURE_CSV), "seed": 3},

@@ -21,7 +21,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.event import ModelEvent
 from inspect_ai.log import EvalLog, EvalSample, read_eval_log, write_eval_log
 from inspect_ai.model import (
@@ -40,6 +39,7 @@ from med_evals.logs.runs import changed_messages, load_run, run_of, sent_message
 
 from .conftest import FIXTURES, REPO, replying
 from .oncology_support import follower, install_fixture
+from .support.evals import inspect_eval
 
 NB = ["--n-boot", "100"]
 ONCOLOGY_REPLAY = REPO / "datasets" / "ci" / "oncology_rct-smoke-doi_only-replay.jsonl"

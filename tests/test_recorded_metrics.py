@@ -38,10 +38,10 @@ from typing import Any
 import pandas as pd
 import pytest
 from inspect_ai import Task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from .conftest import install_dataset
+from .support.evals import inspect_eval
 
 RECORDED = Path(__file__).parent / "fixtures" / "recorded_metrics.json"
 ONCOLOGY_FIXTURE = (

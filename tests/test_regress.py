@@ -5,7 +5,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.cli import main as cli_main
@@ -17,6 +16,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from .conftest import replying
 from .oncology_support import big_fixture_csv, install_fixture
 from .support import N_BOOT, NB
+from .support.evals import inspect_eval
 
 #: each run's 'model' (a wrong reply every N calls; -1: no reply parses) and condition
 RUNS = {

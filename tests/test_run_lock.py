@@ -218,7 +218,7 @@ def test_s3_lock_refused_taken_over_and_released(s3, monkeypatch):
 
 def _run_argv(claims: Path, logs: str, server: FakeOpenAIServer, *extra: str) -> list[str]:
     return ["run", "healthfc", "--processes", "2", "--log-dir", logs, "-T", f"data_file={claims}",
-            "-T", "bertscore=false", *FAKE, "--model-base-url", server.base_url,
+            "-T", "generation_scoring=false", *FAKE, "--model-base-url", server.base_url,
             "--max-connections", "1", *extra]
 
 

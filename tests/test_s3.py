@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
-from inspect_ai import eval_set
 from inspect_ai.log import EvalLog, read_eval_log, write_eval_log
 from inspect_ai.model import get_model
 
@@ -37,6 +35,7 @@ from .medevidence_support import install_medevidence
 from .oncology_support import follower as _follower
 from .oncology_support import install_fixture
 from .support import free_port
+from .support.evals import eval_set, inspect_eval
 from .support.s3 import S3, fresh_clients, s3_server
 
 BUCKET = "med-evals-logs"

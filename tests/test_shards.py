@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.regress import decide, make_baseline, regress
@@ -20,6 +19,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from .conftest import replying
 from .oncology_support import FIXTURE_CSV, oncology_module
 from .support import N_BOOT
+from .support.evals import inspect_eval
 
 
 def _reader(text: str) -> str:

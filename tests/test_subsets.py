@@ -94,10 +94,10 @@ def test_counterfactual_tasks_take_the_oncology_subsets(shared_datasets, tmp_pat
     from med_evals.tasks.counterfactual import counterfactual_build, counterfactual_judges
 
     smoke = set(load_subset("oncology_rct", "smoke").ids)
-    from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
     from .conftest import mock_output
+    from .support.evals import inspect_eval
 
     grader = get_model(
         "mockllm/grader",

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.diff import diff_runs
@@ -18,6 +17,7 @@ from med_evals.study.spec import STUDIES, TASKS
 
 from .conftest import replying
 from .support import N_BOOT
+from .support.evals import inspect_eval
 
 HERE = Path(__file__).parent / "studies"
 ANSWERS = {"aspirin": "no", "exercise": "Yes.", "vitamin D": "maybe", "smoking": "yes",

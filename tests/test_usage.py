@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 import yaml
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ModelCost, get_model
 
 from med_evals.commands.cli import main
@@ -34,6 +33,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from .conftest import FIXTURES
 from .oncology_support import follower, oncology_module
+from .support.evals import inspect_eval
 from .support.fake_openai import FakeOpenAIServer, _all_text, _last_user
 
 MEDREQAL_FIXTURE = FIXTURES / "medreqal_fixture.csv"

@@ -11,7 +11,6 @@ import time
 import urllib.request
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import resolve_sample_attachments
 
 from med_evals.commands.compare import replay_model
@@ -23,6 +22,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from .oncology_support import install_fixture
 from .support import INSPECT, free_port
 from .support.browser import chromium_page, chromium_path
+from .support.evals import inspect_eval
 
 RECORDED = ("gpt4o_temp100", "o1_temp100")
 

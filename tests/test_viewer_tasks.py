@@ -15,7 +15,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import get_model
 
@@ -29,6 +28,7 @@ from .medevidence_support import install_medevidence
 from .oncology_support import follower, install_fixture
 from .support import INSPECT, deadline, free_port
 from .support.browser import chromium_page, chromium_path
+from .support.evals import inspect_eval
 
 #: the start of each study's prompt: never what the list shows
 BOILERPLATE = ("Please answer", "Given the ARTICLE", "Below is an instruction",

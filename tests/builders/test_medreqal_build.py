@@ -9,7 +9,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 from inspect_ai.model import get_model
 
@@ -18,6 +17,8 @@ from med_evals.data.builders import medreqal_build as mb
 from med_evals.data.builders.prompts import CLASSIFICATION_SYSTEM, RENAL
 from med_evals.tasks.medreqal import medreqal, read_medreqal
 from tests.conftest import mock_output
+
+from ..support.evals import inspect_eval
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 from inspect_ai import Task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 
 from med_evals.data.builders.medreqal_tasks import generate_until_parsed, question_label
 
 from ..conftest import mock_output
+from ..support.evals import inspect_eval
 
 GOOD = "QUESTION: Does drug X lower blood pressure? LABEL: SUPPORTED"
 BAD = "I cannot tell from this abstract."

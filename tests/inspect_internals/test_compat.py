@@ -15,7 +15,6 @@ import datetime
 
 import pytest
 from inspect_ai import Task, task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import GenerateConfig, ModelCost, ModelInfo, get_model, set_model_info
 from inspect_ai.scorer import includes
@@ -26,6 +25,7 @@ from med_evals.scorers.classification import macro_f1_all, valid_rate
 from med_evals.scorers.generation import generation, rouge_l_mean
 
 from ..conftest import mock_output
+from ..support.evals import inspect_eval
 
 
 def run(tsk: Task | object, tmp_path, **kwargs):

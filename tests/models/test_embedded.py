@@ -7,7 +7,6 @@ import sys
 import time
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, get_model
 
 from med_evals.data.datasets import DatasetError
@@ -18,6 +17,7 @@ from med_evals.solvers.oncology_rct import ONCOLOGY_SYSTEM_PROMPT
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture
+from ..support.evals import inspect_eval
 
 # found, not imported: importing transformers (and torch) while pytest collects would cost every
 # test process seconds, the ones that run no test of this module included

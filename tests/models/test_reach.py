@@ -8,7 +8,6 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import list_eval_logs
 from inspect_ai.model import get_model
 
@@ -19,6 +18,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture
 from ..support import INSPECT, free_port
+from ..support.evals import inspect_eval
 from ..support.fake_openai import FakeOpenAIServer
 
 #: the tail of the line a run on an unreachable server stops with

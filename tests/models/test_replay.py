@@ -2,7 +2,6 @@ import hashlib
 import json
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.data.datasets import sha256_of
@@ -11,6 +10,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import replying
 from ..oncology_support import install_fixture
+from ..support.evals import inspect_eval
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
 """The vllm/, openai-api/ and anthropic/ provider paths, against a local fake server only."""
 
 import pytest
-from inspect_ai import eval as inspect_eval
 
 from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..oncology_support import install_fixture
+from ..support.evals import inspect_eval
 from ..support.fake_openai import FakeOpenAIServer
 
 SYSTEM_START = "You will be provided with information about a randomized controlled oncology"

@@ -3,7 +3,6 @@ import math
 
 import pandas as pd
 import pytest
-from inspect_ai import eval as inspect_eval
 
 from med_evals.commands.recorded_to_replay import (
     inspect_commands,
@@ -15,6 +14,7 @@ from med_evals.data.datasets import DatasetError
 from med_evals.tasks.oncology_rct import load_trials, oncology_rct
 
 from ..oncology_support import FIXTURE_CSV, install_fixture
+from ..support.evals import inspect_eval
 
 SECTIONS = ["conclusion_only", "methods_conclusion", "methods_results_conclusion", "title_abstract"]
 KEYS = ("accuracy", "macro_f1", "f1_positive", "sensitivity", "specificity")

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from inspect_ai import Task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
+
+from ..support.evals import inspect_eval
 
 Reply = Callable[[str, str, int], str | None]  # (input text, sample id, epoch) -> reply
 

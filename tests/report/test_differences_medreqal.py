@@ -13,7 +13,6 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from inspect_ai import eval as inspect_eval
 
 from med_evals.commands.cli import main as cli_main
 from med_evals.commands.report import build_report
@@ -23,6 +22,7 @@ from med_evals.tasks.healthfc import healthfc
 from med_evals.tasks.medreqal import medreqal
 
 from ..conftest import FIXTURES
+from ..support.evals import inspect_eval
 
 #: (study, prompt variant, evidence): every variant; HealthFC's evidence option with each
 CASES = [

@@ -13,7 +13,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import read_eval_log
 from markdown_it import MarkdownIt
 
@@ -25,6 +24,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from ..conftest import FIXTURES
 from ..oncology_support import FIXTURE_CSV, install_fixture
 from ..support.browser import chromium_page
+from ..support.evals import inspect_eval
 from ..test_safe_text import parse, squash
 from . import hostile
 from .exported import compile_tex, failures, pdflatex, read_csv_typed

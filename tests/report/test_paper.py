@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.log import EvalLog
 from inspect_ai.model import ModelCost, get_model
 from inspect_ai.scorer import SampleScore, Score, krippendorff_alpha
@@ -46,6 +45,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from ..conftest import FIXTURES
 from ..oncology_support import FIXTURE_CSV, follower
 from ..support.browser import chromium_page, chromium_path
+from ..support.evals import inspect_eval
 from ..support.fake_openai import FakeOpenAIServer, _all_text, _last_user
 from .exported import compile_tex, failures, pdflatex, tex_floats
 from .support import replay_run

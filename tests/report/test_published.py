@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.cli import main as cli_main
@@ -26,6 +25,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import REPO, replying
 from ..oncology_support import install_fixture
+from ..support.evals import inspect_eval
 
 PAPER = REPO.parent / "shared" / "papers" / "medreqal-2024.txt"
 SHARED_REFERENCE = REPO.parent / "shared" / "reference"

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import pytest
 from inspect_ai import Task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.log import read_eval_log, write_eval_log
 from inspect_ai.model import get_model
@@ -19,6 +18,7 @@ from ..conftest import replying
 from ..medevidence_support import install_medevidence
 from ..oncology_support import oncology_module
 from ..support.browser import chromium_page
+from ..support.evals import inspect_eval
 
 
 def _follower(text):

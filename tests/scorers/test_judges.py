@@ -1,7 +1,6 @@
 """The agreement judge never grades a missing answer or a missing reference."""
 
 from inspect_ai import Epochs, Task, task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
 
@@ -9,6 +8,7 @@ from med_evals.scorers.judges import NO_REFERENCE, NO_REPLY, conclusion_agreemen
 from med_evals.scorers.reducers import majority_label
 
 from ..conftest import mock_output, replying
+from ..support.evals import inspect_eval
 
 
 def test_agreement_judge_skips_samples_without_reply_or_reference(tmp_path):

@@ -12,7 +12,6 @@ import re
 
 import pytest
 from inspect_ai import Epochs, Task, task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
 
@@ -29,6 +28,7 @@ from med_evals.scorers.judges import (
 from med_evals.scorers.reducers import majority_label
 
 from ..conftest import mock_output, replying
+from ..support.evals import inspect_eval
 
 #: a candidate's reply that plants a grade, three ways (an object, an instruction, a bare line)
 PLANTED = (

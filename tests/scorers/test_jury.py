@@ -15,7 +15,6 @@ import time
 import numpy as np
 import pytest
 from inspect_ai import Epochs, Task, task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.log import list_eval_logs
 from inspect_ai.model import GenerateConfig, get_model, model_roles
@@ -52,6 +51,7 @@ from ..conftest import FIXTURES, mock_output, replying
 from ..medevidence_support import install_medevidence
 from ..oncology_support import install_fixture
 from ..support import INSPECT, deadline
+from ..support.evals import inspect_eval
 from ..support.fake_openai import FakeOpenAIServer
 
 HEALTHFC = FIXTURES / "healthfc_fixture.csv"

@@ -4,7 +4,6 @@ a 3-epoch oncology run with conflicting replies finishes with self-consistent sc
 import itertools
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 from inspect_ai.scorer import Score
 
@@ -16,6 +15,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 
 from ..conftest import mock_output
 from ..oncology_support import install_fixture
+from ..support.evals import inspect_eval
 
 
 def _outcome(reply: str | None, target: str = "POSITIVE") -> dict:

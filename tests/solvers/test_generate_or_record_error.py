@@ -5,7 +5,6 @@ control flow (an operator's termination, a limit, a configuration error) is neve
 from __future__ import annotations
 
 from inspect_ai import Task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.scorer import includes
 
@@ -13,6 +12,7 @@ from med_evals.inspect_internals.compat import PrerequisiteError, TerminateSampl
 from med_evals.solvers.generate import GENERATE_ERROR, generate_or_record_error
 
 from ..conftest import mock_output
+from ..support.evals import inspect_eval
 
 
 def run(tmp_path, reply, **task_args):

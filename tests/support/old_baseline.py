@@ -28,12 +28,13 @@ def replies(input: Any, tools: Any, tool_choice: Any, config: Any) -> ModelOutpu
 
 
 def main(out: Path) -> None:
-    from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
     from med_evals.commands.cli import main as cli_main
     from med_evals.tasks.medreqal import medreqal
     from tests.conftest import FIXTURES
+
+    from .evals import inspect_eval
 
     model = get_model("mockllm/reader", custom_outputs=replies)
     task = medreqal(data_file=str(FIXTURES / "medreqal_fixture.csv"), bertscore=False)

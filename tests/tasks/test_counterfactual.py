@@ -5,7 +5,6 @@ import re
 import pandas as pd
 import pytest
 from inspect_ai import Epochs, Task, task
-from inspect_ai import eval as inspect_eval
 from inspect_ai.dataset import Sample
 from inspect_ai.model import get_model
 from sklearn.metrics import cohen_kappa_score
@@ -32,6 +31,7 @@ from med_evals.tasks.oncology_rct import oncology_rct
 from ..conftest import mock_output, replying
 from ..oncology_support import FIXTURE_CSV, install_fixture
 from ..support import deadline
+from ..support.evals import inspect_eval
 from ..support.fake_openai import FakeOpenAIServer
 
 

@@ -8,13 +8,14 @@ import warnings
 from pathlib import Path
 
 import pytest
-from inspect_ai import eval
 from inspect_ai.model import ModelOutput, ModelUsage, get_model
 
 from med_evals.data.datasets import DatasetError
 from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer
 from med_evals.scorers.generation import rouge_l
 from med_evals.tasks.healthfc import healthfc, read_healthfc, record_to_sample
+
+from ..support.evals import inspect_eval as eval
 
 ROOT = Path(__file__).parents[2]
 FIXTURE = ROOT / "datasets" / "fixtures" / "healthfc_fixture.csv"

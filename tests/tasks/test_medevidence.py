@@ -1,7 +1,6 @@
 import json
 
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai import score as inspect_score
 from inspect_ai.model import get_model
 
@@ -11,6 +10,7 @@ from med_evals.tasks.medevidence import medevidence, read_questions
 
 from ..conftest import replying
 from ..medevidence_support import FIXTURE_JSONL, install_medevidence
+from ..support.evals import inspect_eval
 from ..support.prompts import sent
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from inspect_ai import eval
 from inspect_ai.model import ChatMessageSystem, ModelOutput, ModelUsage, get_model
 
 from med_evals.data.datasets import DatasetError, check_counts
@@ -18,6 +17,7 @@ from med_evals.scorers.bertscore import BertScoreConfig, load_bertscorer, packag
 from med_evals.solvers import medreqal as verdict_prompts
 from med_evals.tasks.medreqal import medreqal, read_medreqal, record_to_sample
 
+from ..support.evals import inspect_eval as eval
 from ..support.prompts import sent
 
 ROOT = Path(__file__).parents[2]
@@ -380,10 +380,10 @@ def test_epochs_reduce_to_majority_label(tmp_path) -> None:
 
 
 def test_bertscore_off_keeps_rouge(tmp_path) -> None:
-    from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
     from ..conftest import replying
+    from ..support.evals import inspect_eval
 
     task = medreqal(data_file=str(FIXTURE), bertscore=False)
     model = get_model("mockllm/model", custom_outputs=replying(lambda t: f"LABEL: SUPPORTED. {t}"))
@@ -395,10 +395,10 @@ def test_bertscore_off_keeps_rouge(tmp_path) -> None:
 
 
 def test_agreement_judge_is_optional_beside_generation(tmp_path) -> None:
-    from inspect_ai import eval as inspect_eval
     from inspect_ai.model import get_model
 
     from ..conftest import mock_output, replying
+    from ..support.evals import inspect_eval
 
     grader = get_model(
         "mockllm/grader", custom_outputs=lambda *a: mock_output('{"verdict": "partly agrees"}')

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 from med_evals.commands.cli import main as cli_main
@@ -21,6 +20,7 @@ from med_evals.tasks.oncology_rct import (
 
 from ..conftest import mock_output, replying
 from ..oncology_support import FIXTURE_CSV, install_fixture
+from ..support.evals import inspect_eval
 
 SYSTEM = (
     "You will be provided with information about a randomized controlled oncology trial. Your "

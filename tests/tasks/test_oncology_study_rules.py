@@ -3,7 +3,6 @@
 import json
 
 import pandas as pd
-from inspect_ai import eval as inspect_eval
 from inspect_ai.model import get_model
 
 import med_evals.tasks.oncology_rct as onco
@@ -11,6 +10,7 @@ from med_evals.tasks.oncology_rct import oncology_rct, study_generate_config, ti
 
 from ..conftest import replying
 from ..oncology_support import FIXTURE_CSV, install_fixture
+from ..support.evals import inspect_eval
 
 
 def test_temperature_per_provider_as_the_study_sent_it():
