@@ -25,6 +25,29 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # read an empty folder of their own, never the user data folder of whoever runs them
 os.environ.setdefault("MED_EVALS_SUBSET_DIR", tempfile.mkdtemp(prefix="med-evals-subsets-"))
 
+
+def _quiet_consoles_render_nothing() -> None:
+    """A quiet rich console (``Console(quiet=True)``, what Inspect's ``display="none"`` makes
+    of the console) prints nothing, but rich renders every renderable before it discards it:
+    for an in-process eval, Inspect's final results panel, every metric of every scorer laid
+    out in nested tables (a fifth of the CPU of the replay-heavy test files: 116-124 s with it,
+    94 s without, ``tests/test_recorded_metrics.py``, ``test_shards.py`` and
+    ``scorers/test_metric_epochs.py`` in one process). Here a quiet console's ``print`` returns
+    at once: what reaches a stream is the same (nothing). The commands the tests run in a
+    subprocess render as a user's do."""
+    import rich.console
+
+    render_and_print = rich.console.Console.print
+
+    def print_unless_quiet(self: rich.console.Console, *args, **kwargs) -> None:
+        if not self.quiet:
+            render_and_print(self, *args, **kwargs)
+
+    rich.console.Console.print = print_unless_quiet  # type: ignore[method-assign]
+
+
+_quiet_consoles_render_nothing()
+
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "datasets" / "fixtures"
 SHARED_DATASETS = Path(os.environ.get("MED_EVALS_SHARED_DATA", REPO.parent / "shared" / "datasets"))
