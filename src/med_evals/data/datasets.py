@@ -130,12 +130,22 @@ def manifest_dir() -> Path:
     return packaged_manifest_dir()
 
 
+#: PyYAML's safe loader, in C where PyYAML was built with libyaml (its wheels are): the same
+#: documents, read about ten times faster (a task reads its manifests each time it is built)
+SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def read_yaml(path: Path) -> Any:
+    """The YAML document in ``path``, read as ``yaml.safe_load`` reads it."""
+    return yaml.load(path.read_text(encoding="utf-8"), Loader=SAFE_LOADER)
+
+
 def load_manifest(name: str, folder: Path | None = None) -> Manifest:
     """The manifest ``<name>.yaml`` in ``folder`` (default :func:`manifest_dir`)."""
     path = (folder or manifest_dir()) / f"{name}.yaml"
     if not path.is_file():
         raise DatasetError(f"no manifest for dataset '{name}' at {path}")
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    raw = read_yaml(path)
     missing = [k for k in ("name", "revision", "source", "license", "files") if k not in raw]
     if missing:
         raise DatasetError(f"manifest {path} lacks {', '.join(missing)}")

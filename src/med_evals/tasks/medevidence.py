@@ -131,7 +131,7 @@ def read_spreadsheet(path: Path) -> list[dict[str, Any]]:
         non_empty=["Question", "Answer"],
     )
     out = []
-    for i, row in df.iterrows():
+    for i, row in zip(df.index, df.to_dict("records"), strict=True):
         answer = row["Answer"].strip().lower()
         if answer not in FIVE.labels:
             raise DatasetError(f"{path}: row {i + 1}, column 'Answer': unknown label {answer!r}")

@@ -128,7 +128,7 @@ def read_trials(path: Path) -> pd.DataFrame:
             f"{path}: row {dup[0] + 1}, column 'doi': duplicate DOI {df['doi'][dup[0]]!r} "
             "(trials must be unique)"
         )
-    for i, row in df.iterrows():
+    for i, row in zip(df.index, df.to_dict("records"), strict=True):
         if row["target_label"] != invert_outcome(row["Annotation_accept"]):
             raise DatasetError(
                 f"{path}: row {i + 1}, column 'target_label': {row['target_label']!r} is not the "
@@ -218,7 +218,7 @@ def title_only_counts(
     takes (reported with that condition)."""
     if "counterfactual_title_only" not in conditions:
         return {}
-    edited = sum(title_edited(row) for _, row in df.iterrows())
+    edited = sum(title_edited(row) for row in df.to_dict("records"))
     unchanged = len(df) - edited
     return {
         "counterfactual_title_only": {
@@ -249,7 +249,7 @@ def build_samples(
     controls = make_controls(df, seed)
     cutoff = date.fromisoformat(published_after) if published_after else None
     samples = []
-    for pos, (trial, row) in enumerate(df.iterrows()):
+    for pos, (trial, row) in enumerate(zip(df.index, df.to_dict("records"), strict=True)):
         if cutoff and parse_trial_date(row["date"]) <= cutoff:
             continue
         if trials is not None and str(trial) not in trials:
