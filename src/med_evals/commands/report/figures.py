@@ -50,14 +50,18 @@ def _inside(fig: plt.Figure, text: Text) -> bool:
 
 
 def fit_title(
-    fig: plt.Figure, text: Text, title: str, width: int, layout: Callable[[], object]
+    fig: plt.Figure, text: Text, title: str, width: int,
+    layout: Callable[[], object] | None = None,
 ) -> None:
     """Wrap ``title`` at ``width`` characters, and at fewer while the laid-out ``text`` runs
-    past either edge of ``fig`` (``layout``: lays the figure out again), so the title is shown
-    whole however long it is and however narrow the figure."""
+    past either edge of ``fig`` (``layout``: lays the figure out again; None where the title's
+    left and right do not depend on the layout, as a figure's ``suptitle``, centred on the
+    figure, whose height alone the layout makes room for), so the title is shown whole however
+    long it is and however narrow the figure."""
     while True:
         text.set_text(_wrap(title, width))
-        layout()
+        if layout is not None:
+            layout()
         if _inside(fig, text) or width <= MIN_WRAP:
             return
         width = max(MIN_WRAP, int(width * 0.8))
@@ -141,7 +145,7 @@ def confusion_panels(
         ax.set_xticks(range(len(labels)), ticks, fontsize=7)
         ax.set_yticks(range(len(labels)), ticks, fontsize=7)
     fit_title(fig, fig.suptitle("", fontsize=10), title + " (rows: truth, columns: prediction)",
-              120, fig.draw_without_rendering)
+              120)
     fig.savefig(path, dpi=DPI, metadata=_PNG)
     plt.close(fig)
     return path
