@@ -313,12 +313,32 @@ def read_header(path: str, limit: int | None = None) -> EvalLog:
     reductions), read only when each record it reads holds at most ``limit`` bytes (default
     :func:`read_limit`): :class:`LogTooLarge` otherwise."""
     limit = read_limit() if limit is None else limit
+    if _is_eval(path) and is_remote(path):
+        return _read_remote_header(path, limit)
     if _is_eval(path):
         members = _members(path)
         _check(members, _header_records(members), limit)
     elif (size := _size(path)) > limit:
         raise _too_large(_JSON_RECORD, size, limit)
     return read_eval_log(path, header_only=True)
+
+
+def _read_remote_header(path: str, limit: int) -> EvalLog:
+    """A remote ``.eval`` log's header, as :func:`read_header` reads it, through one fsspec
+    file: its zip directory and then its header records, by ranged reads, handed to
+    Inspect's ``read_eval_log`` as a stream. Given the log's URI, Inspect makes a new S3 client
+    for each log it reads (a quarter of a second of CPU each: ``tests/test_s3.py`` made 51);
+    fsspec keeps one filesystem, and its connections, for the whole command."""
+    import fsspec
+
+    with fsspec.open(path, "rb") as f:
+        with zipfile.ZipFile(f) as z:
+            members = {i.filename: i for i in z.infolist()}
+        _check(members, _header_records(members), limit)
+        f.seek(0)
+        log = read_eval_log(f, header_only=True)
+    log.location = path  # a stream's log has none
+    return log
 
 
 def _header_records(members: Mapping[str, zipfile.ZipInfo]) -> list[str]:
