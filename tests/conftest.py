@@ -155,3 +155,19 @@ def _isolated_env(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("MED_EVALS_DATA_DIR", raising=False)
     monkeypatch.setenv("MED_EVALS_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     monkeypatch.setenv("INSPECT_LOG_DIR", str(tmp_path_factory.mktemp("logs")))
+
+
+#: put first on the PYTHONPATH of the processes a test starts: ``anthropic`` not importable there
+CHILD_SITE = Path(__file__).parent / "support" / "child_site"
+
+
+@pytest.fixture(autouse=True)
+def _children_without_anthropic(monkeypatch, request):
+    """The Python processes a test starts (``inspect``, ``med-evals``, shards) run as in an
+    install without the ``anthropic`` extra (``tests/support/child_site/sitecustomize.py``:
+    Inspect imports that package for every sample wherever it is installed, about 1.8 s of each
+    process; none of them calls an Anthropic model). The test process itself keeps it."""
+    if request.node.get_closest_marker("children_with_anthropic"):
+        return
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(
+        [str(CHILD_SITE), *filter(None, [os.environ.get("PYTHONPATH")])]))
