@@ -130,17 +130,12 @@ def manifest_dir() -> Path:
     return packaged_manifest_dir()
 
 
-def read_yaml(path: Path) -> Any:
-    """The YAML document in ``path`` (``yaml.safe_load``: plain data, never objects)."""
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
-
-
 def load_manifest(name: str, folder: Path | None = None) -> Manifest:
     """The manifest ``<name>.yaml`` in ``folder`` (default :func:`manifest_dir`)."""
     path = (folder or manifest_dir()) / f"{name}.yaml"
     if not path.is_file():
         raise DatasetError(f"no manifest for dataset '{name}' at {path}")
-    raw = read_yaml(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     missing = [k for k in ("name", "revision", "source", "license", "files") if k not in raw]
     if missing:
         raise DatasetError(f"manifest {path} lacks {', '.join(missing)}")
@@ -474,6 +469,12 @@ def check_csv_structure(path: Path, text: str) -> None:
             start = reader.line_num + 1
     except csv.Error:
         raise DatasetError(f"{path}: malformed CSV: {_quote_problem(text, start)}") from None
+
+
+def indexed_records(df: pd.DataFrame) -> Iterable[tuple[Any, dict[str, Any]]]:
+    """Each row of ``df`` as (index label, plain dict): what ``df.iterrows()`` gives without
+    building a Series per row (40% of building ``oncology_rct``)."""
+    return zip(df.index, df.to_dict("records"), strict=True)
 
 
 def read_csv_checked(

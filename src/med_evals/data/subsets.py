@@ -33,7 +33,7 @@ from typing import Any
 
 import yaml
 
-from med_evals.data.datasets import DatasetError, manifest_dir, read_yaml
+from med_evals.data.datasets import DatasetError, manifest_dir
 
 SUBSET_DIR_NAME = "subsets"
 
@@ -109,7 +109,7 @@ def load_subset(task: str, name: str) -> Subset:
             f"{stored_subset_dir()}); known: {', '.join(known_subsets(task)) or 'none'}. Draw "
             f"one with: med-evals subset make {task} {name} --size N"
         )
-    raw = read_yaml(path)
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     return Subset(
         task=raw["task"],
         name=raw["name"],

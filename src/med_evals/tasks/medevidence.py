@@ -26,7 +26,7 @@ from inspect_ai.dataset import Sample
 from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig
 from inspect_ai.solver import TaskState
 
-from med_evals.data.datasets import DatasetError, fetch, read_csv_checked
+from med_evals.data.datasets import DatasetError, fetch, indexed_records, read_csv_checked
 from med_evals.scorers.classification import label_headline
 from med_evals.scorers.medevidence import (
     ABSTAINING,
@@ -131,7 +131,7 @@ def read_spreadsheet(path: Path) -> list[dict[str, Any]]:
         non_empty=["Question", "Answer"],
     )
     out = []
-    for i, row in zip(df.index, df.to_dict("records"), strict=True):
+    for i, row in indexed_records(df):
         answer = row["Answer"].strip().lower()
         if answer not in FIVE.labels:
             raise DatasetError(f"{path}: row {i + 1}, column 'Answer': unknown label {answer!r}")

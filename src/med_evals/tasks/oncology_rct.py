@@ -26,6 +26,7 @@ from med_evals.data.datasets import (
     check_counts,
     count_summary,
     fetch,
+    indexed_records,
     read_csv_checked,
     resolve_file,
 )
@@ -128,7 +129,7 @@ def read_trials(path: Path) -> pd.DataFrame:
             f"{path}: row {dup[0] + 1}, column 'doi': duplicate DOI {df['doi'][dup[0]]!r} "
             "(trials must be unique)"
         )
-    for i, row in zip(df.index, df.to_dict("records"), strict=True):
+    for i, row in indexed_records(df):
         if row["target_label"] != invert_outcome(row["Annotation_accept"]):
             raise DatasetError(
                 f"{path}: row {i + 1}, column 'target_label': {row['target_label']!r} is not the "
@@ -249,7 +250,7 @@ def build_samples(
     controls = make_controls(df, seed)
     cutoff = date.fromisoformat(published_after) if published_after else None
     samples = []
-    for pos, (trial, row) in enumerate(zip(df.index, df.to_dict("records"), strict=True)):
+    for pos, (trial, row) in enumerate(indexed_records(df)):
         if cutoff and parse_trial_date(row["date"]) <= cutoff:
             continue
         if trials is not None and str(trial) not in trials:
