@@ -36,6 +36,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -290,7 +291,13 @@ def _members(path: str) -> dict[str, zipfile.ZipInfo]:
     a record logged twice (a requeued sample) by its last entry, as Inspect reads it."""
     import fsspec  # type: ignore[import-untyped]
 
-    with fsspec.open(path, "rb") as f, zipfile.ZipFile(f) as z:
+    with fsspec.open(path, "rb") as f:
+        return _zip_members(f)
+
+
+def _zip_members(f: IO[bytes]) -> dict[str, zipfile.ZipInfo]:
+    """:func:`_members` of an open ``.eval`` file."""
+    with zipfile.ZipFile(f) as z:
         return {i.filename: i for i in z.infolist()}
 
 
@@ -332,8 +339,7 @@ def _read_remote_header(path: str, limit: int) -> EvalLog:
     import fsspec
 
     with fsspec.open(path, "rb") as f:
-        with zipfile.ZipFile(f) as z:
-            members = {i.filename: i for i in z.infolist()}
+        members = _zip_members(f)
         _check(members, _header_records(members), limit)
         f.seek(0)
         log = read_eval_log(f, header_only=True)
