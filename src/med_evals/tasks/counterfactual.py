@@ -30,7 +30,7 @@ from inspect_ai.log import read_eval_log
 from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig
 from inspect_ai.solver import TaskState
 
-from med_evals.data.datasets import DatasetError, resolve_file
+from med_evals.data.datasets import DatasetError, indexed_records, resolve_file
 from med_evals.logs.files import exists, expand_log_paths, missing
 from med_evals.scorers.judges import (
     GRADER_ROLE,
@@ -166,17 +166,17 @@ def counterfactual_build(
     df, provenance = _trials(p.trials_file, p.data_dir, p.subset)
     done = accepted_dois(p.resume)
     samples = []
-    for trial, row in df.iterrows():
+    for trial, row in indexed_records(df):
         if row["doi"] in done:
             continue
         label = row["Annotation_accept"]
-        orig = original_fields(row.to_dict())
+        orig = original_fields(row)
         samples.append(
             Sample(
                 id=f"build-{int(trial):03d}",
                 input=orig["title"],  # what the viewer lists; the prompt: build_prompt
                 target=invert_outcome(label),
-                metadata={"trial": int(trial), "doi": row["doi"], "row": row.to_dict()},
+                metadata={"trial": int(trial), "doi": row["doi"], "row": row},
             )
         )
     if not samples:
@@ -264,7 +264,7 @@ def counterfactual_judges(
                 )
             },
         )
-        for trial, row in df.iterrows()
+        for trial, row in indexed_records(df)
     ]
     return study_task(
         JUDGES_SPEC,
